@@ -1,0 +1,46 @@
+# make serve: set up if needed, make the demo model if missing, serve it on $(HOST):$(PORT).
+# make test:  set up if needed, then ruff, mypy and the whole pytest suite.
+
+VENV := .venv
+BIN := $(VENV)/bin
+HOST ?= 127.0.0.1
+PORT ?= 8000
+DEMO_MODEL := models/demo
+
+# vLLM, torch and Hugging Face write caches, IPC sockets and compile artefacts outside the
+# working tree by default; keep them in the project's .runtime/ instead.
+RUNTIME := $(CURDIR)/.runtime
+export TMPDIR := $(RUNTIME)/tmp
+export VLLM_CACHE_ROOT := $(RUNTIME)/vllm
+export XDG_CACHE_HOME := $(RUNTIME)/cache
+export HF_HOME := $(RUNTIME)/huggingface
+export TORCHINDUCTOR_CACHE_DIR := $(RUNTIME)/inductor
+export VLLM_NO_USAGE_STATS := 1
+export HF_HUB_OFFLINE ?= 1
+
+.PHONY: setup serve test lint typecheck pytest demo-model clean
+
+setup:
+	@mkdir -p $(TMPDIR)
+	@bash scripts/bootstrap.sh
+
+demo-model: setup
+	@[ -f $(DEMO_MODEL)/config.json ] || $(BIN)/tolk make-test-model $(DEMO_MODEL)
+
+serve: demo-model
+	$(BIN)/tolk serve --config configs/demo.yaml --host $(HOST) --port $(PORT)
+
+lint: setup
+	$(BIN)/ruff check src tests
+	$(BIN)/ruff format --check src tests
+
+typecheck: setup
+	$(BIN)/mypy
+
+pytest: setup
+	$(BIN)/pytest
+
+test: lint typecheck pytest
+
+clean:
+	rm -rf .runtime models .pytest_cache .mypy_cache .ruff_cache

@@ -1,0 +1,3 @@
+from tolk.cli import main
+
+main()

@@ -1,0 +1,128 @@
+"""Command-line entry points: `tolk serve`, `tolk make-test-model`."""
+
+from __future__ import annotations
+
+import logging
+import os
+import sys
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+
+from tolk.config import ConfigError, TolkConfig, build_config, load_config
+
+app = typer.Typer(
+    help="tolk: a self-hosted, high-throughput machine-translation server on vLLM.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+
+
+def _fail(message: str) -> None:
+    typer.secho(message, fg=typer.colors.RED, err=True)
+    raise typer.Exit(2)
+
+
+def _quick_model(model: str, name: str, prompt_format: str, languages: str) -> dict[str, Any]:
+    return {
+        "models": [
+            {
+                "name": name,
+                "path": model,
+                "prompt_format": prompt_format,
+                "languages": [c for c in languages.split(",") if c.strip()],
+            }
+        ]
+    }
+
+
+@app.command()
+def serve(
+    config: Annotated[
+        Path | None, typer.Option("--config", "-c", help="YAML configuration file.")
+    ] = None,
+    model: Annotated[
+        str | None,
+        typer.Option(help="Serve one model without a config file: a local path or hub id."),
+    ] = None,
+    name: Annotated[str, typer.Option(help="With --model: its name in the API.")] = "default",
+    prompt_format: Annotated[str, typer.Option(help="With --model: its prompt format.")] = "chat",
+    languages: Annotated[
+        str, typer.Option(help="With --model: comma-separated languages, any pair among them.")
+    ] = "en,de,fr,es,it,pt,nl,ru,zh,ja,ko,ne",
+    host: Annotated[str | None, typer.Option(help="Overrides server.host.")] = None,
+    port: Annotated[int | None, typer.Option(help="Overrides server.port.")] = None,
+    log_level: Annotated[str | None, typer.Option(help="Overrides server.log_level.")] = None,
+) -> None:
+    """Serve the configured models over HTTP until SIGTERM or Ctrl-C."""
+    overrides = {"server.host": host, "server.port": port, "server.log_level": log_level}
+    try:
+        if config is not None:
+            settings = load_config(config, overrides=overrides)
+        elif model is not None:
+            data = _quick_model(model, name, prompt_format, languages)
+            settings = build_config(data, source="--model", overrides=overrides)
+        else:
+            _fail("give --config FILE, or --model PATH_OR_HUB_ID to serve one model")
+            return
+    except ConfigError as exc:
+        _fail(str(exc))
+        return
+    run_server(settings)
+
+
+def run_server(settings: TolkConfig) -> None:
+    import uvicorn
+
+    from tolk.server.app import create_app
+
+    level = settings.server.log_level
+    logging.basicConfig(
+        level=level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s"
+    )
+    application = create_app(settings)
+
+    class TolkServer(uvicorn.Server):
+        async def shutdown(self, sockets: Any = None) -> None:
+            # uvicorn stops accepting and waits for open requests; tolk also refuses new
+            # translations and bounds how long running ones may take (see lifecycle.py).
+            application.state.lifecycle.begin_drain()
+            await super().shutdown(sockets)
+
+    server = TolkServer(
+        uvicorn.Config(
+            application,
+            host=settings.server.host,
+            port=settings.server.port,
+            log_level=level,
+            # Room after the drain's grace period for the 503s it sends to be written.
+            timeout_graceful_shutdown=int(settings.server.shutdown_grace) + 5,
+            access_log=level == "debug",
+        )
+    )
+    server.run()
+    if not server.started:
+        sys.exit(1)
+
+
+@app.command("make-test-model")
+def make_test_model_command(
+    out_dir: Annotated[Path, typer.Argument(help="Directory to write the model into.")],
+    seed: Annotated[int, typer.Option(help="Random seed for the weights.")] = 0,
+) -> None:
+    """Write the small random-weight test/demo model (its outputs are meaningless)."""
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    from tolk.testing.model import make_test_model
+
+    path = make_test_model(out_dir, seed=seed)
+    typer.echo(f"test model written to {path}")
+
+
+def main() -> None:
+    app()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,232 @@
+"""Settings: one YAML file, environment overrides on top, CLI flags on top of those.
+
+Environment overrides name a field by its path with `__` between parts, list items by index:
+`TOLK_SERVER__PORT=9000`, `TOLK_MODELS__0__ENGINE__MAX_NUM_SEQS=32`. Values are parsed as
+YAML scalars, so numbers and booleans keep their types.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+from pydantic import (
+    BaseModel,
+    ByteSize,
+    ConfigDict,
+    Field,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
+
+from tolk.languages import InvalidLanguageCode, LanguageCoverage, normalize, parse_pair
+
+PromptFormatName = Literal["chat", "hunyuan-mt", "seed-x", "tower", "alma", "translategemma"]
+
+ENV_PREFIX = "TOLK_"
+
+
+class ConfigError(Exception):
+    """Configuration that cannot be used; the message names the field."""
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class EngineSettings(_Strict):
+    """vLLM engine settings, always passed explicitly (AsyncLLM's in-process defaults are small)."""
+
+    max_num_seqs: int = Field(16, ge=1, description="Sequences decoded together per step.")
+    max_num_batched_tokens: int = Field(8192, ge=16, description="Tokens scheduled per step.")
+    gpu_memory_utilization: float = Field(
+        0.3, gt=0, le=1, description="Fraction of GPU memory for weights + KV cache (GPU only)."
+    )
+    kv_cache_memory_bytes: ByteSize | None = Field(
+        None,
+        description="KV cache size, e.g. '1GiB'. Required on CPU (default 1GiB there); "
+        "on GPU it overrides gpu_memory_utilization.",
+    )
+    max_model_len: int | None = Field(
+        None, ge=16, description="Context length (model's own if unset)."
+    )
+    dtype: str = "auto"
+    enforce_eager: bool = Field(False, description="Skip torch.compile/CUDA graphs: faster start.")
+    enable_prefix_caching: bool = True
+    seed: int = 0
+    trust_remote_code: bool = False
+    max_waiting: int = Field(
+        64,
+        ge=0,
+        description="Admission bound: requests waiting beyond the running batch; more get 503.",
+    )
+    extra_args: dict[str, Any] = Field(
+        default_factory=dict, description="Further vllm AsyncEngineArgs fields, passed as given."
+    )
+
+
+class SamplingSettings(_Strict):
+    """Decoding settings; greedy unless a model card recommends otherwise."""
+
+    temperature: float = Field(0.0, ge=0)
+    top_p: float | None = Field(None, gt=0, le=1)
+    top_k: int | None = None
+    repetition_penalty: float | None = Field(None, gt=0)
+
+
+class ModelSettings(_Strict):
+    name: str = Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
+    path: str = Field(min_length=1, description="Local directory or Hugging Face model id.")
+    prompt_format: PromptFormatName = "chat"
+    languages: tuple[str, ...] = Field((), description="Serve any pair among these languages.")
+    pairs: tuple[str, ...] = Field((), description="Serve these pairs, written 'en>de'.")
+    max_tokens_ratio: float = Field(
+        2.0, gt=0, description="Output budget: this many tokens per source token, plus extra."
+    )
+    max_tokens_extra: int = Field(16, ge=1)
+    sampling: SamplingSettings = SamplingSettings()
+    engine: EngineSettings = EngineSettings()
+
+    @field_validator("languages")
+    @classmethod
+    def _normalise_languages(cls, value: tuple[str, ...]) -> tuple[str, ...]:
+        try:
+            return tuple(dict.fromkeys(normalize(code) for code in value))
+        except InvalidLanguageCode as exc:
+            raise ValueError(str(exc)) from exc
+
+    @field_validator("pairs")
+    @classmethod
+    def _normalise_pairs(cls, value: tuple[str, ...]) -> tuple[str, ...]:
+        try:
+            return tuple(dict.fromkeys(str(parse_pair(text)) for text in value))
+        except InvalidLanguageCode as exc:
+            raise ValueError(str(exc)) from exc
+
+    @model_validator(mode="after")
+    def _needs_languages(self) -> ModelSettings:
+        if not self.languages and not self.pairs:
+            raise ValueError("give 'languages' (any pair among them) or 'pairs' ('en>de'), or both")
+        return self
+
+    @property
+    def coverage(self) -> LanguageCoverage:
+        return LanguageCoverage(
+            languages=self.languages, pairs=tuple(parse_pair(p) for p in self.pairs)
+        )
+
+
+class ServerSettings(_Strict):
+    host: str = "127.0.0.1"
+    port: int = Field(8000, ge=0, le=65535)
+    request_timeout: float = Field(30.0, gt=0, description="Per-request deadline in seconds.")
+    max_text_chars: int = Field(10_000, ge=1, description="Longest single text accepted.")
+    max_texts: int = Field(50, ge=1, description="Most texts in one request.")
+    max_body_bytes: ByteSize = Field(ByteSize(1 << 20), description="Largest request body.")
+    shutdown_grace: float = Field(
+        20.0, ge=0, description="On SIGTERM, how long in-flight requests may run before 503."
+    )
+    log_level: Literal["critical", "error", "warning", "info", "debug"] = "info"
+
+
+class TolkConfig(_Strict):
+    server: ServerSettings = ServerSettings()
+    models: tuple[ModelSettings, ...] = Field(min_length=1)
+
+    @field_validator("models")
+    @classmethod
+    def _unique_names(cls, value: tuple[ModelSettings, ...]) -> tuple[ModelSettings, ...]:
+        names = [m.name for m in value]
+        dupes = sorted({n for n in names if names.count(n) > 1})
+        if dupes:
+            raise ValueError(f"model names must be unique; repeated: {', '.join(dupes)}")
+        return value
+
+
+def _describe(exc: ValidationError, source: str) -> str:
+    lines = [f"invalid configuration ({source}):"]
+    for err in exc.errors():
+        where = ".".join(str(part) for part in err["loc"]) or "(top level)"
+        lines.append(f"  {where}: {err['msg']}")
+    return "\n".join(lines)
+
+
+def _set_path(data: dict[str, Any], path: list[str], value: Any) -> None:
+    """Set data[path] for an env override; list items are addressed by index."""
+    node: Any = data
+    for i, part in enumerate(path):
+        last = i == len(path) - 1
+        if isinstance(node, list):
+            if not part.isdigit() or int(part) >= len(node):
+                raise ConfigError(f"override {'__'.join(path)}: no list item {part}")
+            key: Any = int(part)
+        else:
+            key = part
+        if last:
+            node[key] = value
+        else:
+            if not isinstance(node, list) and key not in node:
+                node[key] = {}
+            node = node[key]
+
+
+def env_overrides(environ: Mapping[str, str]) -> list[tuple[list[str], Any]]:
+    """(path, value) for every TOLK_SECTION__FIELD variable."""
+    out = []
+    for name, raw in sorted(environ.items()):
+        if not name.startswith(ENV_PREFIX) or "__" not in name:
+            continue
+        path = [p.lower() for p in name[len(ENV_PREFIX) :].split("__")]
+        out.append((path, yaml.safe_load(raw) if raw else raw))
+    return out
+
+
+def _resolve_paths(data: dict[str, Any], base: Path) -> None:
+    """Model paths starting with ./ or ../ are relative to the config file."""
+    for model in data.get("models") or []:
+        path = model.get("path") if isinstance(model, dict) else None
+        if isinstance(path, str) and re.match(r"^\.\.?/", path):
+            model["path"] = str((base / path).resolve())
+
+
+def build_config(
+    data: dict[str, Any],
+    *,
+    source: str = "configuration",
+    environ: Mapping[str, str] | None = None,
+    overrides: Mapping[str, Any] | None = None,
+) -> TolkConfig:
+    """Validate `data` after applying env overrides, then `overrides` ({"server.port": 1})."""
+    data = dict(data)
+    for path, value in env_overrides(os.environ if environ is None else environ):
+        _set_path(data, path, value)
+    for dotted, value in (overrides or {}).items():
+        if value is not None:
+            _set_path(data, dotted.split("."), value)
+    try:
+        return TolkConfig.model_validate(data)
+    except ValidationError as exc:
+        raise ConfigError(_describe(exc, source)) from exc
+
+
+def load_config(
+    path: Path,
+    *,
+    environ: Mapping[str, str] | None = None,
+    overrides: Mapping[str, Any] | None = None,
+) -> TolkConfig:
+    try:
+        data = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+    except OSError as exc:
+        raise ConfigError(f"cannot read configuration file {path}: {exc.strerror}") from exc
+    except yaml.YAMLError as exc:
+        raise ConfigError(f"{path} is not valid YAML: {exc}") from exc
+    if not isinstance(data, dict):
+        raise ConfigError(f"{path}: the top level must be a mapping with 'server' and 'models'")
+    _resolve_paths(data, path.parent)
+    return build_config(data, source=str(path), environ=environ, overrides=overrides)

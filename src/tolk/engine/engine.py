@@ -1,0 +1,209 @@
+"""One vLLM AsyncLLM per configured model: start, generate, admission, health, shutdown.
+
+This is the only module that talks to vLLM's engine API. Its exceptions are translated here
+into tolk's own (tolk.errors), so nothing above needs to know vLLM's exception types.
+"""
+
+from __future__ import annotations
+
+import itertools
+import logging
+import os
+import time
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from tolk.config import EngineSettings, ModelSettings, SamplingSettings
+from tolk.engine.metrics import EngineMetrics
+from tolk.errors import EngineUnavailable, Overloaded, TolkError
+
+log = logging.getLogger("tolk.engine")
+
+CPU_DEFAULT_KV_CACHE_BYTES = 1 << 30
+
+
+class Tokenizer(Protocol):
+    """The part of a Hugging Face tokenizer tolk uses."""
+
+    def encode(self, text: str, add_special_tokens: bool = True) -> list[int]: ...
+
+    def apply_chat_template(self, conversation: Any, **kwargs: Any) -> Any: ...
+
+
+class EngineStartError(Exception):
+    def __init__(self, model: str, cause: BaseException) -> None:
+        super().__init__(
+            f"the engine for model '{model}' failed to start: {type(cause).__name__}: {cause}. "
+            "The engine's own log lines above give the root cause."
+        )
+        self.model = model
+
+
+@dataclass(frozen=True)
+class Generation:
+    text: str
+    prompt_tokens: int
+    completion_tokens: int
+    finish_reason: str | None
+
+
+def on_cpu() -> bool:
+    from vllm.platforms import current_platform
+
+    return bool(current_platform.is_cpu())
+
+
+def engine_args(model: ModelSettings, *, cpu: bool) -> dict[str, Any]:
+    """AsyncEngineArgs fields for `model`, every batching setting explicit."""
+    e: EngineSettings = model.engine
+    args: dict[str, Any] = {
+        "model": model.path,
+        "served_model_name": model.name,
+        "max_num_seqs": e.max_num_seqs,
+        "max_num_batched_tokens": e.max_num_batched_tokens,
+        # vLLM's own admission control: unfinished (running + waiting) requests beyond
+        # this are refused with QueueOverflowError, which tolk answers with 503.
+        "max_num_queued_reqs": e.max_num_seqs + e.max_waiting,
+        "dtype": e.dtype,
+        "enforce_eager": e.enforce_eager,
+        "enable_prefix_caching": e.enable_prefix_caching,
+        "seed": e.seed,
+        "trust_remote_code": e.trust_remote_code,
+        "disable_log_stats": False,  # the vllm:* Prometheus metrics need stats on
+        "gpu_memory_utilization": e.gpu_memory_utilization,
+    }
+    if e.max_model_len is not None:
+        args["max_model_len"] = e.max_model_len
+    if e.kv_cache_memory_bytes is not None:
+        args["kv_cache_memory_bytes"] = int(e.kv_cache_memory_bytes)
+    elif cpu and "VLLM_CPU_KVCACHE_SPACE" not in os.environ:
+        # Without a size vLLM on CPU reserves most of NUMA node 0 and fails to start.
+        args["kv_cache_memory_bytes"] = CPU_DEFAULT_KV_CACHE_BYTES
+    args.update(e.extra_args)
+    return args
+
+
+def sampling_params(sampling: SamplingSettings, max_tokens: int) -> Any:
+    from vllm import SamplingParams
+    from vllm.sampling_params import RequestOutputKind
+
+    return SamplingParams(
+        max_tokens=max_tokens,
+        output_kind=RequestOutputKind.FINAL_ONLY,
+        skip_special_tokens=True,
+        **sampling.model_dump(exclude_none=True),
+    )
+
+
+_request_ids = itertools.count()
+
+
+class ModelEngine:
+    """A configured model and the AsyncLLM that serves it."""
+
+    def __init__(self, settings: ModelSettings, llm: Any) -> None:
+        self.settings = settings
+        self.name = settings.name
+        self._llm = llm
+        self.tokenizer: Tokenizer = llm.get_tokenizer()
+        self.max_model_len: int = int(llm.model_config.max_model_len)
+        self.started_at = time.time()
+
+    @classmethod
+    def start(cls, settings: ModelSettings, metrics: EngineMetrics) -> ModelEngine:
+        """Start the engine (blocks for the engine's start-up, ~15-25 s on CPU)."""
+        from vllm.engine.arg_utils import AsyncEngineArgs
+        from vllm.v1.engine.async_llm import AsyncLLM
+
+        begun = time.monotonic()
+        args = engine_args(settings, cpu=on_cpu())
+        log.info("starting engine for model '%s' from %s", settings.name, settings.path)
+        try:
+            llm = AsyncLLM.from_engine_args(AsyncEngineArgs(**args))
+        except Exception as exc:
+            raise EngineStartError(settings.name, exc) from exc
+        adopted = metrics.adopt(settings.name)
+        engine = cls(settings, llm)
+        log.info(
+            "engine for model '%s' ready in %.1f s (max_num_seqs=%d, max_model_len=%d, %d metrics)",
+            settings.name,
+            time.monotonic() - begun,
+            settings.engine.max_num_seqs,
+            engine.max_model_len,
+            adopted,
+        )
+        return engine
+
+    @property
+    def alive(self) -> bool:
+        return not bool(self._llm.errored)
+
+    def check_alive(self) -> None:
+        if not self.alive:
+            raise EngineUnavailable(
+                f"the engine for model '{self.name}' has stopped and cannot serve requests; "
+                "this server must be restarted (other servers or models may still serve)",
+                model=self.name,
+            )
+
+    def unfinished(self) -> int:
+        """Requests this engine holds: running plus waiting."""
+        return int(self._llm.get_num_unfinished_requests())
+
+    def admit(self, n: int) -> None:
+        """Refuse `n` new engine requests at once if they would overflow the waiting bound."""
+        from vllm.exceptions import GracefulHTTPError
+
+        try:
+            self._llm.check_admission(n)
+        except GracefulHTTPError as exc:
+            raise self._overloaded(n) from exc
+
+    def _overloaded(self, n: int) -> Overloaded:
+        e = self.settings.engine
+        return Overloaded(
+            f"model '{self.name}' is at capacity ({e.max_num_seqs} running, "
+            f"{e.max_waiting} waiting); retry shortly or on another server",
+            retry_after=1.0,
+            model=self.name,
+            requested=n,
+        )
+
+    async def generate(self, prompt_ids: list[int], max_tokens: int) -> Generation:
+        """Run one engine request to completion. Cancelling this aborts it in the engine."""
+        from vllm.exceptions import GracefulHTTPError
+        from vllm.v1.engine.exceptions import EngineDeadError, EngineGenerateError
+
+        request_id = f"{self.name}-{next(_request_ids)}"
+        params = sampling_params(self.settings.sampling, max_tokens)
+        final = None
+        try:
+            async for output in self._llm.generate(
+                {"prompt_token_ids": prompt_ids}, params, request_id
+            ):
+                final = output
+        except EngineDeadError as exc:
+            self.check_alive()
+            raise EngineUnavailable(f"the engine for model '{self.name}' died") from exc
+        except GracefulHTTPError as exc:
+            raise self._overloaded(1) from exc
+        except EngineGenerateError as exc:
+            cause = exc.__cause__
+            raise TolkError(
+                f"the engine for model '{self.name}' failed this request: "
+                f"{type(cause).__name__ if cause else 'error'}: {cause}",
+                model=self.name,
+            ) from exc
+        if final is None or not final.outputs:
+            raise TolkError(f"the engine for model '{self.name}' returned no output")
+        completion = final.outputs[0]
+        return Generation(
+            text=completion.text,
+            prompt_tokens=len(prompt_ids),
+            completion_tokens=len(completion.token_ids),
+            finish_reason=completion.finish_reason,
+        )
+
+    def shutdown(self) -> None:
+        log.info("shutting down engine for model '%s'", self.name)
+        self._llm.shutdown()

@@ -1,0 +1,71 @@
+"""The server's models, and which one serves a (source, target) pair."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from typing import Any
+
+from tolk.config import ModelSettings
+from tolk.engine.engine import ModelEngine
+from tolk.engine.metrics import EngineMetrics
+from tolk.errors import UnknownModel, UnsupportedLanguagePair
+
+log = logging.getLogger("tolk.engine")
+
+
+class ModelPool:
+    """Engines in configuration order; that order is the preference when several serve a pair."""
+
+    def __init__(self, engines: Sequence[ModelEngine]) -> None:
+        self.engines = list(engines)
+        self._by_name = {e.name: e for e in self.engines}
+
+    @classmethod
+    def start(cls, models: Sequence[ModelSettings], metrics: EngineMetrics) -> ModelPool:
+        """Start every model's engine, one after another (they share the machine's cores).
+        If one fails, those already started are shut down before the error propagates."""
+        started: list[ModelEngine] = []
+        try:
+            for settings in models:
+                started.append(ModelEngine.start(settings, metrics))
+        except BaseException:
+            for engine in started:
+                engine.shutdown()
+            raise
+        return cls(started)
+
+    def get(self, name: str) -> ModelEngine:
+        engine = self._by_name.get(name)
+        if engine is None:
+            raise UnknownModel(
+                f"there is no model named '{name}'; this server has: {', '.join(self._by_name)}",
+                models=list(self._by_name),
+            )
+        return engine
+
+    def route(self, source: str, target: str, model: str | None = None) -> ModelEngine:
+        """The engine for normalised tags `source` -> `target`, preferring live engines."""
+        candidates = [self.get(model)] if model is not None else self.engines
+        serving = [e for e in candidates if e.settings.coverage.covers(source, target)]
+        if not serving:
+            scope = f"model '{model}'" if model else "any model on this server"
+            raise UnsupportedLanguagePair(
+                f"{scope} does not translate {source} to {target}; see 'supported' "
+                "for what is served",
+                source_lang=source,
+                target_lang=target,
+                supported=[self.describe_model(e) for e in candidates],
+            )
+        return next((e for e in serving if e.alive), serving[0])
+
+    @staticmethod
+    def describe_model(engine: ModelEngine) -> dict[str, Any]:
+        return {"model": engine.name, **engine.settings.coverage.describe()}
+
+    def shutdown(self) -> None:
+        for engine in self.engines:
+            try:
+                engine.shutdown()
+            except Exception:
+                log.exception("error while shutting down the engine for model '%s'", engine.name)

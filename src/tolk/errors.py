@@ -1,0 +1,78 @@
+"""tolk's errors: each has a stable `code` a client can branch on and the HTTP status it maps to.
+
+Everything below the HTTP layer raises these; the server turns them into the one error shape
+`{"error": {"code", "message", ...details}}`. Exceptions from vLLM are translated into these
+at the engine boundary.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+class TolkError(Exception):
+    code = "internal_error"
+    status = 500
+    retry_after: float | None = None
+
+    def __init__(self, message: str, **details: Any) -> None:
+        super().__init__(message)
+        self.message = message
+        self.details = details
+
+
+class InvalidRequest(TolkError):
+    code = "invalid_request"
+    status = 422
+
+
+class InvalidLanguage(TolkError):
+    code = "invalid_language"
+    status = 400
+
+
+class UnsupportedLanguagePair(TolkError):
+    code = "unsupported_language_pair"
+    status = 400
+
+
+class UnknownModel(TolkError):
+    code = "unknown_model"
+    status = 400
+
+
+class PayloadTooLarge(TolkError):
+    """Too much text: a text over the character limit, too many texts, or a prompt that does
+    not fit the model's context."""
+
+    code = "payload_too_large"
+    status = 413
+
+
+class Overloaded(TolkError):
+    code = "overloaded"
+    status = 503
+
+    def __init__(self, message: str, retry_after: float = 1.0, **details: Any) -> None:
+        super().__init__(message, **details)
+        self.retry_after = retry_after
+
+
+class EngineUnavailable(TolkError):
+    code = "engine_unavailable"
+    status = 503
+
+
+class ShuttingDown(TolkError):
+    code = "shutting_down"
+    status = 503
+    retry_after = 1.0
+
+
+class DeadlineExceeded(TolkError):
+    code = "deadline_exceeded"
+    status = 504
+
+
+class ClientDisconnected(Exception):
+    """The client went away; nothing can be sent. Not a TolkError: no response is written."""

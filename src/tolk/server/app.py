@@ -1,0 +1,91 @@
+"""The app factory: `create_app(config)` builds the FastAPI app; its lifespan starts the
+engines and always shuts them down."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from collections.abc import AsyncIterator
+
+from fastapi import FastAPI
+
+import tolk
+from tolk.config import TolkConfig
+from tolk.engine import EngineMetrics, ModelPool
+from tolk.server.errors import install_error_handlers
+from tolk.server.lifecycle import Lifecycle
+from tolk.server.metrics import ServiceMetrics
+from tolk.server.middleware import BodySizeLimit, RequestAccounting
+from tolk.server.routes import router
+from tolk.translation import Limits, Translator
+
+log = logging.getLogger("tolk.server")
+
+ENGINE_CHECK_INTERVAL = 1.0
+
+
+async def watch_engines(pool: ModelPool, metrics: ServiceMetrics) -> None:
+    """Notice an engine dying between requests: log it once and export tolk_engine_up."""
+    reported: set[str] = set()
+    while True:
+        for engine in pool.engines:
+            alive = engine.alive
+            metrics.engine_up.labels(engine.name).set(1 if alive else 0)
+            if not alive and engine.name not in reported:
+                reported.add(engine.name)
+                log.error(
+                    "the vLLM engine for model '%s' has died (its EngineCore process exited or "
+                    "failed); /ready now answers 503 and requests for this model get 503 "
+                    "'engine_unavailable' until tolk is restarted",
+                    engine.name,
+                )
+        await asyncio.sleep(ENGINE_CHECK_INTERVAL)
+
+
+def create_app(config: TolkConfig) -> FastAPI:
+    metrics = ServiceMetrics()
+    lifecycle = Lifecycle(config.server.shutdown_grace)
+
+    @contextlib.asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        begun = time.monotonic()
+        engine_metrics = EngineMetrics()
+        metrics.include(engine_metrics)
+        pool = ModelPool.start(config.models, engine_metrics)
+        app.state.pool = pool
+        app.state.translator = Translator(
+            pool, Limits(config.server.max_text_chars, config.server.max_texts)
+        )
+        watcher = asyncio.create_task(watch_engines(pool, metrics))
+        log.info(
+            "tolk ready: %d model(s) in %.1f s: %s",
+            len(pool.engines),
+            time.monotonic() - begun,
+            ", ".join(e.name for e in pool.engines),
+        )
+        try:
+            yield
+        finally:
+            watcher.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await watcher
+            pool.shutdown()
+            log.info("engines shut down")
+
+    app = FastAPI(
+        title="tolk",
+        version=tolk.__version__,
+        summary="Self-hosted, high-throughput machine translation on vLLM",
+        lifespan=lifespan,
+    )
+    app.state.config = config
+    app.state.metrics = metrics
+    app.state.lifecycle = lifecycle
+    install_error_handlers(app)
+    app.include_router(router)
+    # add_middleware wraps: the last added is outermost.
+    app.add_middleware(BodySizeLimit, max_bytes=int(config.server.max_body_bytes))
+    app.add_middleware(RequestAccounting, metrics=metrics)
+    return app

@@ -1,0 +1,119 @@
+"""The one error shape: `{"error": {"code", "message", "request_id", ...details}}`.
+
+Every failure a client can see goes through `error_response`: tolk's own errors, request
+validation, unknown routes and methods, and anything unexpected (logged, answered with 500).
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+from typing import Any
+
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
+from starlette.exceptions import HTTPException as StarletteHTTPException
+
+from tolk.errors import TolkError
+
+log = logging.getLogger("tolk.server")
+
+_HTTP_CODES = {
+    404: "not_found",
+    405: "method_not_allowed",
+    413: "payload_too_large",
+    415: "unsupported_media_type",
+}
+
+
+def error_response(
+    status: int,
+    code: str,
+    message: str,
+    *,
+    request_id: str | None = None,
+    retry_after: float | None = None,
+    headers: dict[str, str] | None = None,
+    **details: Any,
+) -> JSONResponse:
+    body: dict[str, Any] = {"code": code, "message": message, **details}
+    if request_id:
+        body["request_id"] = request_id
+    all_headers = dict(headers or {})
+    if retry_after is not None:
+        all_headers["Retry-After"] = str(max(1, math.ceil(retry_after)))
+    return JSONResponse({"error": body}, status_code=status, headers=all_headers)
+
+
+def request_id_of(request: Request) -> str | None:
+    return getattr(request.state, "request_id", None)
+
+
+def _field(loc: tuple[int | str, ...] | list[int | str]) -> str:
+    parts = [str(p) for p in loc if p != "body"]
+    out = ""
+    for part in parts:
+        out += f"[{part}]" if part.isdigit() else (f".{part}" if out else part)
+    return out or "body"
+
+
+async def _tolk_error(request: Request, exc: Exception) -> JSONResponse:
+    assert isinstance(exc, TolkError)
+    if exc.status >= 500 and exc.code == "internal_error":
+        log.error("request %s failed: %s", request_id_of(request), exc.message)
+    return error_response(
+        exc.status,
+        exc.code,
+        exc.message,
+        request_id=request_id_of(request),
+        retry_after=exc.retry_after,
+        **exc.details,
+    )
+
+
+async def _validation_error(request: Request, exc: Exception) -> JSONResponse:
+    assert isinstance(exc, RequestValidationError)
+    problems = [{"field": _field(e["loc"]), "message": e["msg"]} for e in exc.errors()]
+    summary = "; ".join(f"{p['field']}: {p['message']}" for p in problems[:5])
+    return error_response(
+        422,
+        "invalid_request",
+        f"the request body is not valid: {summary}",
+        request_id=request_id_of(request),
+        problems=problems,
+    )
+
+
+async def _http_error(request: Request, exc: Exception) -> JSONResponse:
+    assert isinstance(exc, StarletteHTTPException)
+    code = _HTTP_CODES.get(exc.status_code, "http_error")
+    message = str(exc.detail)
+    if exc.status_code == 404:
+        message = f"no such endpoint: {request.method} {request.url.path}; see /docs"
+    elif exc.status_code == 405:
+        message = f"{request.method} is not allowed on {request.url.path}; see /docs"
+    return error_response(
+        exc.status_code,
+        code,
+        message,
+        request_id=request_id_of(request),
+        headers=dict(exc.headers or {}),
+    )
+
+
+async def _unexpected(request: Request, exc: Exception) -> JSONResponse:
+    log.exception("request %s failed unexpectedly", request_id_of(request), exc_info=exc)
+    return error_response(
+        500,
+        "internal_error",
+        "the server failed to handle this request; it has been logged with the request id",
+        request_id=request_id_of(request),
+    )
+
+
+def install_error_handlers(app: FastAPI) -> None:
+    app.add_exception_handler(TolkError, _tolk_error)
+    app.add_exception_handler(RequestValidationError, _validation_error)
+    app.add_exception_handler(StarletteHTTPException, _http_error)
+    app.add_exception_handler(Exception, _unexpected)

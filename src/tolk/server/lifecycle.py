@@ -1,0 +1,78 @@
+"""Draining on shutdown, and running a handler until it finishes, its client leaves, or the
+drain's grace period runs out.
+
+On SIGTERM uvicorn stops accepting connections and waits for open requests; tolk's server
+(tolk.cli) also calls `Lifecycle.begin_drain()`. From then on new translation requests get
+503 `shutting_down`, and requests still running when the grace period ends are stopped (their
+engine requests aborted) and answered with 503 too, so no accepted request ends without an
+answer.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Coroutine
+from typing import Any, TypeVar
+
+from starlette.requests import Request
+
+from tolk.errors import ClientDisconnected, ShuttingDown
+
+T = TypeVar("T")
+log = logging.getLogger("tolk.server")
+
+
+class Lifecycle:
+    def __init__(self, grace: float) -> None:
+        self.grace = grace
+        self.draining = False
+        self.grace_over = asyncio.Event()
+        self._timer: asyncio.TimerHandle | None = None
+
+    def begin_drain(self) -> None:
+        if self.draining:
+            return
+        self.draining = True
+        log.info("draining: refusing new requests, %.0f s for in-flight ones", self.grace)
+        self._timer = asyncio.get_running_loop().call_later(self.grace, self.grace_over.set)
+
+    def refuse_if_draining(self) -> None:
+        if self.draining:
+            raise ShuttingDown(
+                "this server is shutting down and takes no new requests; retry on another server"
+            )
+
+    async def guard(self, request: Request, work: Coroutine[Any, Any, T]) -> T:
+        """Run `work`; cancel it (which aborts its engine requests) if the client disconnects
+        or the shutdown grace period ends first."""
+        task = asyncio.ensure_future(work)
+        disconnect = asyncio.ensure_future(_wait_for_disconnect(request))
+        grace_over = asyncio.ensure_future(self.grace_over.wait())
+        try:
+            await asyncio.wait({task, disconnect, grace_over}, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            for waiter in (disconnect, grace_over):
+                waiter.cancel()
+            if not task.done():
+                task.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await task
+        if task.cancelled():
+            if disconnect.done() and not disconnect.cancelled():
+                raise ClientDisconnected
+            raise ShuttingDown(
+                "this server shut down before the translation finished; retry on another server"
+            )
+        return task.result()
+
+
+async def _wait_for_disconnect(request: Request) -> None:
+    # The body has been read by now, so the next ASGI message is the disconnect (uvicorn
+    # delivers it when the client closes the connection). This is vLLM's own approach
+    # (vllm/entrypoints/utils.py): no polling.
+    while True:
+        message = await request.receive()
+        if message["type"] == "http.disconnect":
+            return

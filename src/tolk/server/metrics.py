@@ -1,0 +1,54 @@
+"""tolk's own Prometheus metrics, in a registry of the app's (not the process-global one)."""
+
+from __future__ import annotations
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
+from prometheus_client.registry import Collector
+
+LATENCY_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 20, 30, 60, 120)
+OVERHEAD_BUCKETS = (0.0002, 0.0005, 0.001, 0.002, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1)
+
+
+class ServiceMetrics:
+    def __init__(self) -> None:
+        self.registry = CollectorRegistry(auto_describe=True)
+        r = self.registry
+        self.requests = Counter(
+            "tolk_requests", "HTTP requests by route and status.", ["route", "status"], registry=r
+        )
+        self.latency = Histogram(
+            "tolk_request_duration_seconds",
+            "HTTP request latency, from the first byte received to the response sent.",
+            ["route"],
+            buckets=LATENCY_BUCKETS,
+            registry=r,
+        )
+        self.in_flight = Gauge(
+            "tolk_requests_in_flight", "HTTP requests being handled.", registry=r
+        )
+        self.overhead = Histogram(
+            "tolk_overhead_seconds",
+            "Time a /translate request spent outside the engine: parsing, validation, "
+            "prompt building, tokenisation, serialisation.",
+            ["model"],
+            buckets=OVERHEAD_BUCKETS,
+            registry=r,
+        )
+        self.texts = Counter(
+            "tolk_texts_translated", "Texts translated, by model.", ["model"], registry=r
+        )
+        self.characters = Counter(
+            "tolk_characters_translated",
+            "Characters of source text translated, by model.",
+            ["model"],
+            registry=r,
+        )
+        self.engine_up = Gauge(
+            "tolk_engine_up", "1 while the model's engine is alive, else 0.", ["model"], registry=r
+        )
+
+    def include(self, collector: Collector) -> None:
+        self.registry.register(collector)
+
+    def exposition(self) -> bytes:
+        return generate_latest(self.registry)

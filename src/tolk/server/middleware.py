@@ -1,0 +1,142 @@
+"""Pure-ASGI middleware, outermost first: request accounting, then the body-size limit.
+
+Pure ASGI rather than Starlette's BaseHTTPMiddleware so that the body streams through
+untouched and a client disconnect still reaches the handler as `http.disconnect`.
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from typing import Any
+
+from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from tolk.server.errors import error_response
+from tolk.server.metrics import ServiceMetrics
+
+# Status recorded when the client went away before a response (nginx's convention).
+CLIENT_CLOSED = 499
+
+
+class RequestAccounting:
+    """Request id (X-Request-ID, taken from the client or made), metrics per route and status,
+    and the /translate overhead (handler time not spent waiting on the engine)."""
+
+    def __init__(self, app: ASGIApp, metrics: ServiceMetrics) -> None:
+        self.app = app
+        self.metrics = metrics
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        started = time.perf_counter()
+        request_id = _header(scope, b"x-request-id") or uuid.uuid4().hex
+        state = scope.setdefault("state", {})
+        state["request_id"] = request_id
+        status = CLIENT_CLOSED
+        route_label = "unmatched"
+
+        async def send_with_id(message: Message) -> None:
+            nonlocal status
+            if message["type"] == "http.response.start":
+                status = message["status"]
+                message["headers"] = [
+                    *message.get("headers", []),
+                    (b"x-request-id", request_id.encode()),
+                ]
+            await send(message)
+
+        in_flight = self.metrics.in_flight
+        in_flight.inc()
+        try:
+            await self.app(scope, receive, send_with_id)
+        except Exception:
+            status = 500
+            raise
+        finally:
+            in_flight.dec()
+            route = scope.get("route")
+            route_label = getattr(route, "path", route_label)
+            elapsed = time.perf_counter() - started
+            self.metrics.requests.labels(route_label, str(status)).inc()
+            self.metrics.latency.labels(route_label).observe(elapsed)
+            engine_seconds = state.get("engine_seconds")
+            if engine_seconds is not None and status == 200:
+                self.metrics.overhead.labels(state["model"]).observe(
+                    max(0.0, elapsed - engine_seconds)
+                )
+
+
+class BodySizeLimit:
+    """Refuse bodies over `max_bytes` with 413: by Content-Length before reading anything,
+    and for chunked bodies as soon as the running total passes the limit."""
+
+    def __init__(self, app: ASGIApp, max_bytes: int) -> None:
+        self.app = app
+        self.max_bytes = max_bytes
+
+    def _too_large(self, scope: Scope) -> Any:
+        return error_response(
+            413,
+            "payload_too_large",
+            f"the request body is larger than this server's limit of {self.max_bytes} bytes; "
+            "send fewer or shorter texts per request",
+            request_id=scope.get("state", {}).get("request_id"),
+            limit=self.max_bytes,
+            headers={"Connection": "close"},
+        )
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        declared = _header(scope, b"content-length")
+        if declared is not None and declared.isdigit() and int(declared) > self.max_bytes:
+            await self._too_large(scope)(scope, receive, send)
+            return
+
+        received = 0
+        response_started = False
+
+        async def limited_receive() -> Message:
+            nonlocal received
+            message = await receive()
+            if message["type"] == "http.request":
+                received += len(message.get("body", b""))
+                if received > self.max_bytes:
+                    raise _BodyTooLarge(self.max_bytes)
+            return message
+
+        async def tracking_send(message: Message) -> None:
+            nonlocal response_started
+            if message["type"] == "http.response.start":
+                response_started = True
+            await send(message)
+
+        try:
+            await self.app(scope, limited_receive, tracking_send)
+        except _BodyTooLarge:
+            if not response_started:
+                await self._too_large(scope)(scope, receive, send)
+
+
+class _BodyTooLarge(StarletteHTTPException):
+    """An HTTPException so that FastAPI's body parsing lets it through as a 413 (it turns
+    other exceptions raised while reading the body into 400s)."""
+
+    def __init__(self, limit: int) -> None:
+        super().__init__(
+            413,
+            f"the request body is larger than this server's limit of {limit} bytes; "
+            "send fewer or shorter texts per request",
+        )
+
+
+def _header(scope: Scope, name: bytes) -> str | None:
+    for key, value in scope.get("headers", []):
+        if key == name:
+            return str(value.decode("latin-1"))
+    return None

@@ -1,0 +1,155 @@
+"""Routes: parse, validate, hand to the services on app.state, shape the response."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from fastapi import APIRouter, Depends, Header, Request, Response
+from fastapi.responses import JSONResponse
+from prometheus_client import CONTENT_TYPE_LATEST
+
+from tolk.engine import ModelPool
+from tolk.errors import ClientDisconnected
+from tolk.server.errors import error_response, request_id_of
+from tolk.server.lifecycle import Lifecycle
+from tolk.server.metrics import ServiceMetrics
+from tolk.server.middleware import CLIENT_CLOSED
+from tolk.server.schemas import (
+    ERROR_RESPONSES,
+    HealthResponse,
+    LanguagesResponse,
+    ModelLanguages,
+    ReadyResponse,
+    TranslateRequest,
+    TranslateResponse,
+    Usage,
+)
+from tolk.translation import Translator
+
+
+def _translator(request: Request) -> Translator:
+    translator: Translator = request.app.state.translator
+    return translator
+
+
+def _pool(request: Request) -> ModelPool:
+    pool: ModelPool = request.app.state.pool
+    return pool
+
+
+def _lifecycle(request: Request) -> Lifecycle:
+    lifecycle: Lifecycle = request.app.state.lifecycle
+    return lifecycle
+
+
+def _metrics(request: Request) -> ServiceMetrics:
+    metrics: ServiceMetrics = request.app.state.metrics
+    return metrics
+
+
+TranslatorDep = Annotated[Translator, Depends(_translator)]
+PoolDep = Annotated[ModelPool, Depends(_pool)]
+LifecycleDep = Annotated[Lifecycle, Depends(_lifecycle)]
+MetricsDep = Annotated[ServiceMetrics, Depends(_metrics)]
+
+router = APIRouter()
+
+
+@router.post(
+    "/translate",
+    response_model=TranslateResponse,
+    responses=ERROR_RESPONSES,
+    summary="Translate a text or a list of texts",
+)
+async def translate(
+    body: TranslateRequest,
+    request: Request,
+    translator: TranslatorDep,
+    lifecycle: LifecycleDep,
+    metrics: MetricsDep,
+    x_request_timeout: Annotated[
+        float | None,
+        Header(gt=0, description="Seconds this request may take; capped by the server's own."),
+    ] = None,
+) -> TranslateResponse | Response:
+    lifecycle.refuse_if_draining()
+    limit = request.app.state.config.server.request_timeout
+    deadline = min(limit, x_request_timeout) if x_request_timeout else limit
+    texts = [body.text] if isinstance(body.text, str) else body.text
+    work = translator.translate(texts, body.source_lang, body.target_lang, body.model, deadline)
+    try:
+        result = await lifecycle.guard(request, work)
+    except ClientDisconnected:
+        # Nobody is listening; the engine requests have been aborted.
+        return Response(status_code=CLIENT_CLOSED)
+    request.state.engine_seconds = result.engine_seconds
+    request.state.model = result.model
+    metrics.texts.labels(result.model).inc(len(texts))
+    metrics.characters.labels(result.model).inc(result.usage.characters)
+    usage = result.usage
+    return TranslateResponse(
+        translation=result.texts[0] if isinstance(body.text, str) else result.texts,
+        source_lang=result.source.tag,
+        target_lang=result.target.tag,
+        model=result.model,
+        usage=Usage(
+            prompt_tokens=usage.prompt_tokens,
+            completion_tokens=usage.completion_tokens,
+            total_tokens=usage.prompt_tokens + usage.completion_tokens,
+            characters=usage.characters,
+        ),
+    )
+
+
+@router.get("/languages", response_model=LanguagesResponse, summary="Pairs each model serves")
+async def languages(pool: PoolDep) -> LanguagesResponse:
+    return LanguagesResponse(
+        models=[
+            ModelLanguages(
+                model=e.name,
+                prompt_format=e.settings.prompt_format,
+                languages=list(e.settings.coverage.languages),
+                pairs=[str(p) for p in e.settings.coverage.pairs],
+                ready=e.alive,
+            )
+            for e in pool.engines
+        ]
+    )
+
+
+@router.get("/health", response_model=HealthResponse, summary="The process is alive")
+async def health() -> HealthResponse:
+    return HealthResponse(status="ok")
+
+
+@router.get(
+    "/ready",
+    response_model=ReadyResponse,
+    responses={503: ERROR_RESPONSES[503]},
+    summary="Every engine is loaded and healthy, and the server is not draining",
+)
+async def ready(request: Request, pool: PoolDep, lifecycle: LifecycleDep) -> JSONResponse:
+    models = {e.name: ("ready" if e.alive else "dead") for e in pool.engines}
+    if lifecycle.draining:
+        return error_response(
+            503,
+            "shutting_down",
+            "this server is shutting down",
+            request_id=request_id_of(request),
+            models=models,
+        )
+    dead = [name for name, state in models.items() if state != "ready"]
+    if dead:
+        return error_response(
+            503,
+            "engine_unavailable",
+            f"the engine for {', '.join(repr(d) for d in dead)} has stopped; restart this server",
+            request_id=request_id_of(request),
+            models=models,
+        )
+    return JSONResponse(ReadyResponse(status="ready", models=models).model_dump())
+
+
+@router.get("/metrics", summary="Prometheus metrics: tolk_* and every model's vllm:*")
+async def metrics_endpoint(metrics: MetricsDep) -> Response:
+    return Response(metrics.exposition(), media_type=CONTENT_TYPE_LATEST)

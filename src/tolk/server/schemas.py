@@ -1,0 +1,90 @@
+"""HTTP bodies: what clients send and receive."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+
+class TranslateRequest(BaseModel):
+    model_config = ConfigDict(
+        extra="forbid",
+        json_schema_extra={
+            "examples": [
+                {"text": "Hello, world!", "source_lang": "en", "target_lang": "de"},
+                {"text": ["One.", "Two."], "source_lang": "EN", "target_lang": "ne"},
+            ]
+        },
+    )
+
+    text: str | list[str] = Field(
+        description="A text, or a list of texts translated independently and returned in order."
+    )
+    source_lang: str = Field(
+        min_length=1, max_length=64, description="BCP-47 or ISO 639 code: en, en-US, eng."
+    )
+    target_lang: str = Field(min_length=1, max_length=64)
+    model: str | None = Field(
+        None, description="A configured model name; by default the first that serves the pair."
+    )
+
+
+class Usage(BaseModel):
+    prompt_tokens: int
+    completion_tokens: int
+    total_tokens: int
+    characters: int = Field(description="Characters of source text translated.")
+
+
+class TranslateResponse(BaseModel):
+    translation: str | list[str] = Field(description="Same shape as the request's `text`.")
+    source_lang: str = Field(description="Normalised source language tag.")
+    target_lang: str
+    model: str
+    usage: Usage
+
+
+class ErrorBody(BaseModel):
+    model_config = ConfigDict(extra="allow")
+
+    code: str = Field(description="Stable, machine-readable: branch on this.")
+    message: str = Field(description="What went wrong and what to do about it.")
+    request_id: str | None = None
+
+
+class ErrorResponse(BaseModel):
+    error: ErrorBody
+
+
+class ModelLanguages(BaseModel):
+    model: str
+    prompt_format: str
+    languages: list[str] = Field(default_factory=list, description="Any pair among these.")
+    pairs: list[str] = Field(default_factory=list, description="Explicit pairs, 'source>target'.")
+    ready: bool
+
+
+class LanguagesResponse(BaseModel):
+    models: list[ModelLanguages]
+
+
+class ReadyResponse(BaseModel):
+    status: str
+    models: dict[str, str]
+
+
+class HealthResponse(BaseModel):
+    status: str
+
+
+ERROR_RESPONSES: dict[int | str, dict[str, Any]] = {
+    status: {"model": ErrorResponse, "description": text}
+    for status, text in {
+        400: "Unsupported language pair, invalid language code or unknown model",
+        413: "Too much text, too many texts, or a body over the size limit",
+        422: "The body does not match the schema (the field is named)",
+        503: "Overloaded (see Retry-After), engine unavailable, or shutting down",
+        504: "The request's deadline passed; the engine work was stopped",
+    }.items()
+}

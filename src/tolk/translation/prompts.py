@@ -1,0 +1,140 @@
+"""Prompt formats per model family, each as its model card documents it.
+
+A format turns (text, source, target) into either chat messages, which the model's own chat
+template renders, or a plain completion prompt; and cleans the model's output of template
+artefacts. Formats:
+
+- `chat`: any instruction-tuned model with a chat template (Qwen, Gemma, Llama, Mistral...).
+- `hunyuan-mt`: tencent/Hunyuan-MT-7B. Chinese instruction when Chinese is on either side,
+  English instruction otherwise; sent as a user turn through the chat template.
+- `seed-x`: ByteDance-Seed/Seed-X-Instruct/PPO. Plain completion ending in the target tag,
+  "Translate the following English sentence into Chinese:\\n<text> <zh>".
+- `tower`: Unbabel/TowerInstruct. User turn "Translate the following text from X into
+  Y.\\nX: <text>\\nY:".
+- `alma`: haoranxu/ALMA(-R). Plain completion "Translate this from X to Y:\\nX: <text>\\nY:".
+- `translategemma`: google/translategemma. One user turn with structured content
+  ({type, source_lang_code, target_lang_code, text}); the model's template builds the prompt.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from tolk.languages import Lang
+
+
+@dataclass(frozen=True)
+class ChatPrompt:
+    messages: list[dict[str, Any]]
+
+
+@dataclass(frozen=True)
+class CompletionPrompt:
+    text: str
+
+
+Prompt = ChatPrompt | CompletionPrompt
+Builder = Callable[[str, Lang, Lang], Prompt]
+
+
+def _user(content: Any) -> ChatPrompt:
+    return ChatPrompt([{"role": "user", "content": content}])
+
+
+def chat(text: str, source: Lang, target: Lang) -> Prompt:
+    return _user(
+        f"Translate the following {source.name} text into {target.name}. "
+        "Reply with the translation only, without explanations, notes or quotation marks.\n\n"
+        f"{text}"
+    )
+
+
+_CHINESE = {"zh", "yue"}
+
+
+def hunyuan_mt(text: str, source: Lang, target: Lang) -> Prompt:
+    if source.code in _CHINESE or target.code in _CHINESE:
+        return _user(f"把下面的文本翻译成{target.name_in('zh')}，不要额外解释。\n\n{text}")  # noqa: RUF001
+    return _user(
+        f"Translate the following segment into {target.name}, without additional explanation."
+        f"\n\n{text}"
+    )
+
+
+def seed_x(text: str, source: Lang, target: Lang) -> Prompt:
+    return CompletionPrompt(
+        f"Translate the following {source.base_name} sentence into {target.base_name}:\n"
+        f"{text} <{target.code}>"
+    )
+
+
+def tower(text: str, source: Lang, target: Lang) -> Prompt:
+    return _user(
+        f"Translate the following text from {source.base_name} into {target.base_name}.\n"
+        f"{source.base_name}: {text}\n{target.base_name}:"
+    )
+
+
+def alma(text: str, source: Lang, target: Lang) -> Prompt:
+    return CompletionPrompt(
+        f"Translate this from {source.base_name} to {target.base_name}:\n"
+        f"{source.base_name}: {text}\n{target.base_name}:"
+    )
+
+
+def translategemma(text: str, source: Lang, target: Lang) -> Prompt:
+    return _user(
+        [
+            {
+                "type": "text",
+                "source_lang_code": source.tag,
+                "target_lang_code": target.tag,
+                "text": text,
+            }
+        ]
+    )
+
+
+FORMATS: dict[str, Builder] = {
+    "chat": chat,
+    "hunyuan-mt": hunyuan_mt,
+    "seed-x": seed_x,
+    "tower": tower,
+    "alma": alma,
+    "translategemma": translategemma,
+}
+
+# Markers that are template artefacts whenever they show up in decoded text.
+_ARTEFACTS = re.compile(
+    r"<\|im_end\|>|<\|im_start\|>(?:assistant)?|<\|endoftext\|>|<\|eot_id\|>|<end_of_turn>"
+    r"|<start_of_turn>(?:model)?|</s>|<s>|<\|extra_0\|>|<\|eos\|>"
+)
+_QUOTES = {'"': '"', "“": "”", "«": "»", "「": "」"}
+
+
+def clean(output: str, source_text: str, target: Lang) -> str:
+    """The translation without template artefacts, an echoed target-language label, or
+    quotation marks the source did not have."""
+    text = _ARTEFACTS.sub("", output)
+    text = re.sub(rf"\s*<{re.escape(target.code)}>\s*$", "", text)  # Seed-X's target tag
+    text = text.strip()
+    for label in (target.name, target.base_name, "Translation"):
+        if text.startswith(f"{label}:"):
+            text = text[len(label) + 1 :].lstrip()
+            break
+    source = source_text.strip()
+    if len(text) >= 2 and _QUOTES.get(text[0]) == text[-1] and not source.startswith(text[0]):
+        text = text[1:-1].strip()
+    return text
+
+
+def keep_outer_whitespace(source_text: str, translation: str) -> str:
+    """Give the translation the source's leading and trailing whitespace (newlines etc.)."""
+    stripped = source_text.strip()
+    if not stripped:
+        return source_text
+    start = source_text.index(stripped)
+    return source_text[:start] + translation + source_text[start + len(stripped) :]

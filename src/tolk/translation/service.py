@@ -1,0 +1,198 @@
+"""A translation request becomes engine requests and comes back as one response.
+
+Each non-empty text is its own engine request, submitted concurrently, so a list batches with
+everything else in vLLM's continuous batching. Admission is decided for the whole list at
+once, the whole list shares one deadline, and if any part fails the rest is cancelled (which
+aborts it in the engine): a request ends complete or as one error, never half done.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import math
+import time
+from collections.abc import Awaitable, Sequence
+from dataclasses import dataclass
+from typing import TypeVar
+
+from tolk.engine import Generation, ModelEngine, ModelPool, Tokenizer
+from tolk.errors import DeadlineExceeded, InvalidLanguage, PayloadTooLarge, TolkError
+from tolk.languages import InvalidLanguageCode, Lang, lang
+from tolk.translation.prompts import (
+    FORMATS,
+    ChatPrompt,
+    Prompt,
+    clean,
+    keep_outer_whitespace,
+)
+
+T = TypeVar("T")
+
+
+@dataclass(frozen=True)
+class Limits:
+    max_text_chars: int
+    max_texts: int
+
+
+@dataclass(frozen=True)
+class Usage:
+    prompt_tokens: int
+    completion_tokens: int
+    characters: int
+
+
+@dataclass(frozen=True)
+class Translation:
+    texts: list[str]
+    source: Lang
+    target: Lang
+    model: str
+    usage: Usage
+    engine_seconds: float  # wall time spent waiting on the engine
+
+
+@dataclass(frozen=True)
+class EngineJob:
+    index: int
+    prompt_ids: list[int]
+    max_tokens: int
+
+
+def render(prompt: Prompt, tokenizer: Tokenizer) -> list[int]:
+    """Token ids for a prompt: chat prompts through the model's own chat template."""
+    if isinstance(prompt, ChatPrompt):
+        text = tokenizer.apply_chat_template(
+            prompt.messages, tokenize=False, add_generation_prompt=True
+        )
+        return tokenizer.encode(str(text), add_special_tokens=False)
+    return tokenizer.encode(prompt.text)
+
+
+def output_budget(
+    source_tokens: int, prompt_tokens: int, ratio: float, extra: int, max_model_len: int
+) -> int:
+    """max_tokens for one text: follows the input length, never past the context."""
+    room = max_model_len - prompt_tokens
+    return max(0, min(math.ceil(source_tokens * ratio) + extra, room))
+
+
+async def run_all(awaitables: Sequence[Awaitable[T]]) -> list[T]:
+    """Await all; on the first failure cancel the rest and raise that failure itself."""
+    try:
+        async with asyncio.TaskGroup() as group:
+            tasks = [group.create_task(_as_coroutine(a)) for a in awaitables]
+    except BaseExceptionGroup as grouped:
+        raise grouped.exceptions[0] from None
+    return [t.result() for t in tasks]
+
+
+async def _as_coroutine(awaitable: Awaitable[T]) -> T:
+    return await awaitable
+
+
+def _parse_lang(code: str, field: str) -> Lang:
+    try:
+        return lang(code)
+    except InvalidLanguageCode as exc:
+        raise InvalidLanguage(str(exc), field=field) from exc
+
+
+class Translator:
+    def __init__(self, pool: ModelPool, limits: Limits) -> None:
+        self.pool = pool
+        self.limits = limits
+
+    def _check_limits(self, texts: Sequence[str]) -> None:
+        if len(texts) > self.limits.max_texts:
+            raise PayloadTooLarge(
+                f"{len(texts)} texts in one request; at most {self.limits.max_texts} are accepted, "
+                "send the rest in further requests",
+                field="text",
+                limit=self.limits.max_texts,
+            )
+        for i, text in enumerate(texts):
+            if len(text) > self.limits.max_text_chars:
+                raise PayloadTooLarge(
+                    f"text {i} has {len(text)} characters; at most "
+                    f"{self.limits.max_text_chars} are accepted per text, split it into segments",
+                    field="text" if len(texts) == 1 else f"text[{i}]",
+                    limit=self.limits.max_text_chars,
+                )
+
+    def _job(
+        self, engine: ModelEngine, index: int, text: str, source: Lang, target: Lang
+    ) -> EngineJob:
+        settings = engine.settings
+        prompt = FORMATS[settings.prompt_format](text.strip(), source, target)
+        prompt_ids = render(prompt, engine.tokenizer)
+        source_tokens = len(engine.tokenizer.encode(text, add_special_tokens=False))
+        budget = output_budget(
+            source_tokens,
+            len(prompt_ids),
+            settings.max_tokens_ratio,
+            settings.max_tokens_extra,
+            engine.max_model_len,
+        )
+        if budget < min(source_tokens, 16) or budget < 1:
+            raise PayloadTooLarge(
+                f"text {index} needs {len(prompt_ids)} prompt tokens, which leaves no room for "
+                f"its translation in model '{engine.name}''s context of {engine.max_model_len} "
+                "tokens; split it into shorter segments",
+                field="text",
+                prompt_tokens=len(prompt_ids),
+                max_model_len=engine.max_model_len,
+            )
+        return EngineJob(index, prompt_ids, budget)
+
+    async def translate(
+        self,
+        texts: Sequence[str],
+        source_lang: str,
+        target_lang: str,
+        model: str | None,
+        deadline: float,
+    ) -> Translation:
+        source = _parse_lang(source_lang, "source_lang")
+        target = _parse_lang(target_lang, "target_lang")
+        engine = self.pool.route(source.tag, target.tag, model)
+        self._check_limits(texts)
+        engine.check_alive()
+        jobs = [self._job(engine, i, t, source, target) for i, t in enumerate(texts) if t.strip()]
+        if jobs:
+            engine.admit(len(jobs))
+        started = time.monotonic()
+        try:
+            async with asyncio.timeout(deadline):
+                generations = await run_all(
+                    [engine.generate(j.prompt_ids, j.max_tokens) for j in jobs]
+                )
+        except TimeoutError as exc:
+            raise DeadlineExceeded(
+                f"the translation did not finish within the {deadline:g} s deadline and was "
+                "stopped; retry later, send shorter texts, or allow a longer deadline",
+                deadline=deadline,
+            ) from exc
+        engine_seconds = time.monotonic() - started
+        out = list(texts)
+        for job, generation in zip(jobs, generations, strict=True):
+            out[job.index] = self._finish(texts[job.index], generation, target)
+        return Translation(
+            texts=out,
+            source=source,
+            target=target,
+            model=engine.name,
+            usage=Usage(
+                prompt_tokens=sum(g.prompt_tokens for g in generations),
+                completion_tokens=sum(g.completion_tokens for g in generations),
+                characters=sum(len(t) for t in texts),
+            ),
+            engine_seconds=engine_seconds,
+        )
+
+    @staticmethod
+    def _finish(source_text: str, generation: Generation, target: Lang) -> str:
+        return keep_outer_whitespace(source_text, clean(generation.text, source_text, target))
+
+
+__all__ = ["Limits", "TolkError", "Translation", "Translator", "Usage"]
