@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import logging
 import math
+from collections.abc import Sequence
 from typing import Any
 
 from fastapi import FastAPI, Request
@@ -50,12 +51,27 @@ def request_id_of(request: Request) -> str | None:
     return getattr(request.state, "request_id", None)
 
 
+_UNION_TAGS = {"str", "int", "float", "bool", "list", "dict", "none"}
+
+
 def _field(loc: tuple[int | str, ...] | list[int | str]) -> str:
-    parts = [str(p) for p in loc if p != "body"]
+    """'text[1]' from ('body', 'text', 'list[str]', 1): no 'body', no union-member tags."""
     out = ""
-    for part in parts:
+    for part in (str(p) for p in loc if p != "body"):
+        if "[" in part or part in _UNION_TAGS:
+            continue
         out += f"[{part}]" if part.isdigit() else (f".{part}" if out else part)
     return out or "body"
+
+
+def _problems(errors: Sequence[Any]) -> list[dict[str, str]]:
+    """One entry per field; a union's alternatives become one message ('... or ...')."""
+    by_field: dict[str, list[str]] = {}
+    for error in errors:
+        messages = by_field.setdefault(_field(error["loc"]), [])
+        if error["msg"] not in messages:
+            messages.append(error["msg"])
+    return [{"field": f, "message": " or ".join(m)} for f, m in by_field.items()]
 
 
 async def _tolk_error(request: Request, exc: Exception) -> JSONResponse:
@@ -74,7 +90,7 @@ async def _tolk_error(request: Request, exc: Exception) -> JSONResponse:
 
 async def _validation_error(request: Request, exc: Exception) -> JSONResponse:
     assert isinstance(exc, RequestValidationError)
-    problems = [{"field": _field(e["loc"]), "message": e["msg"]} for e in exc.errors()]
+    problems = _problems(exc.errors())
     summary = "; ".join(f"{p['field']}: {p['message']}" for p in problems[:5])
     return error_response(
         422,

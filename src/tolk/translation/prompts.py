@@ -57,7 +57,7 @@ _CHINESE = {"zh", "yue"}
 
 def hunyuan_mt(text: str, source: Lang, target: Lang) -> Prompt:
     if source.code in _CHINESE or target.code in _CHINESE:
-        return _user(f"把下面的文本翻译成{target.name_in('zh')}，不要额外解释。\n\n{text}")  # noqa: RUF001
+        return _user(f"把下面的文本翻译成{target.name_in('zh')}，不要额外解释。\n\n{text}")
     return _user(
         f"Translate the following segment into {target.name}, without additional explanation."
         f"\n\n{text}"

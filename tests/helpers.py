@@ -1,0 +1,177 @@
+"""Helpers for tests that run real `tolk serve` processes on loopback."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import random
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import httpx
+import psutil
+import yaml
+from prometheus_client.parser import text_string_to_metric_families
+
+REPO = Path(__file__).resolve().parent.parent
+RUNTIME = REPO / ".runtime"
+
+
+def runtime_env() -> dict[str, str]:
+    """Environment for servers: vLLM's caches and IPC files inside the project."""
+    env = dict(os.environ)
+    defaults = {
+        "TMPDIR": RUNTIME / "tmp",
+        "VLLM_CACHE_ROOT": RUNTIME / "vllm",
+        "XDG_CACHE_HOME": RUNTIME / "cache",
+        "HF_HOME": RUNTIME / "huggingface",
+        "TORCHINDUCTOR_CACHE_DIR": RUNTIME / "inductor",
+    }
+    for key, path in defaults.items():
+        env.setdefault(key, str(path))
+        Path(env[key]).mkdir(parents=True, exist_ok=True)
+    env.setdefault("HF_HUB_OFFLINE", "1")
+    env.setdefault("VLLM_NO_USAGE_STATS", "1")
+    return env
+
+
+def free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def model_config(name: str, path: Path, **overrides: Any) -> dict[str, Any]:
+    engine = {
+        "max_num_seqs": 16,
+        "max_num_batched_tokens": 4096,
+        "max_model_len": 4096,
+        "kv_cache_memory_bytes": "256MiB",
+        "enforce_eager": True,
+        "max_waiting": 24,
+    }
+    engine.update(overrides.pop("engine", {}))
+    return {"name": name, "path": str(path), "engine": engine, **overrides}
+
+
+@dataclass
+class ServerProcess:
+    proc: subprocess.Popen[bytes]
+    url: str
+    log_path: Path
+
+    @classmethod
+    def start(
+        cls, workdir: Path, name: str, models: list[dict[str, Any]], **server: Any
+    ) -> ServerProcess:
+        port = free_port()
+        config = {"server": {"host": "127.0.0.1", "port": port, **server}, "models": models}
+        config_path = workdir / f"{name}.yaml"
+        config_path.write_text(yaml.safe_dump(config))
+        log_path = workdir / f"{name}.log"
+        with log_path.open("wb") as log:
+            proc = subprocess.Popen(
+                [sys.executable, "-m", "tolk", "serve", "--config", str(config_path)],
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                env=runtime_env(),
+                cwd=workdir,
+            )
+        server_process = cls(proc, f"http://127.0.0.1:{port}", log_path)
+        server_process.wait_ready(timeout=240)
+        return server_process
+
+    def log(self) -> str:
+        return self.log_path.read_text(errors="replace")
+
+    def wait_ready(self, timeout: float) -> None:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"server exited ({self.proc.returncode}):\n{self.log()[-5000:]}")
+            try:
+                if httpx.get(f"{self.url}/ready", timeout=2).status_code == 200:
+                    return
+            except httpx.TransportError:
+                pass
+            time.sleep(0.25)
+        self.stop()
+        raise RuntimeError(f"server not ready after {timeout} s:\n{self.log()[-5000:]}")
+
+    def descendants(self) -> list[psutil.Process]:
+        try:
+            return psutil.Process(self.proc.pid).children(recursive=True)
+        except psutil.NoSuchProcess:
+            return []
+
+    def stop(self, timeout: float = 60) -> None:
+        """SIGTERM, wait; SIGKILL whatever is left (the process and its descendants)."""
+        family = self.descendants()
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(timeout)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait(10)
+        _, alive = psutil.wait_procs(family, timeout=10)
+        for p in alive:
+            p.kill()
+
+
+def metric_samples(text: str, name: str) -> list[tuple[dict[str, str], float]]:
+    out = []
+    for family in text_string_to_metric_families(text):
+        for sample in family.samples:
+            if sample.name == name:
+                out.append((dict(sample.labels), float(sample.value)))
+    return out
+
+
+async def metric_value(client: httpx.AsyncClient, name: str, **labels: str) -> float:
+    response = await client.get("/metrics")
+    total = 0.0
+    for sample_labels, value in metric_samples(response.text, name):
+        if all(sample_labels.get(k) == v for k, v in labels.items()):
+            total += value
+    return total
+
+
+async def wait_until(condition: Callable[[], Any], within: float, interval: float = 0.05) -> float:
+    """Poll an async condition until true; returns the seconds it took, fails on timeout."""
+    started = time.monotonic()
+    while True:
+        if await condition():
+            return time.monotonic() - started
+        if time.monotonic() - started > within:
+            raise AssertionError(f"condition not met within {within} s")
+        await asyncio.sleep(interval)
+
+
+class TextMaker:
+    """Source texts of exact token lengths for the test model's tokenizer."""
+
+    def __init__(self, model_dir: Path, seed: int = 0) -> None:
+        from transformers import AutoTokenizer
+
+        self.tokenizer = AutoTokenizer.from_pretrained(str(model_dir))
+        corpus = (REPO / "src/tolk/data/case_study/part1.en.txt").read_text()
+        self.ids: list[int] = self.tokenizer.encode(" ".join(corpus.split()))
+        self.rng = random.Random(seed)
+
+    def text(self, tokens: int) -> str:
+        while True:
+            start = self.rng.randrange(0, len(self.ids) - tokens)
+            text = str(self.tokenizer.decode(self.ids[start : start + tokens])).strip()
+            if text and len(self.tokenizer.encode(text)) == tokens:
+                return text
+
+    def count(self, text: str) -> int:
+        return len(self.tokenizer.encode(text))

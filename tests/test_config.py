@@ -1,0 +1,97 @@
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tolk.config import ConfigError, build_config, load_config
+
+MINIMAL = {"models": [{"name": "m", "path": "some/model", "languages": ["en", "DE"]}]}
+
+
+def test_defaults_are_explicit_batching_settings() -> None:
+    config = build_config(MINIMAL, environ={})
+    engine = config.models[0].engine
+    assert (engine.max_num_seqs, engine.max_num_batched_tokens) == (16, 8192)
+    assert engine.gpu_memory_utilization == 0.3
+    assert config.models[0].languages == ("en", "de")
+    assert config.server.request_timeout == 30
+    assert config.models[0].sampling.temperature == 0.0
+
+
+def test_env_overrides_then_flags() -> None:
+    environ = {
+        "TOLK_SERVER__PORT": "9001",
+        "TOLK_MODELS__0__ENGINE__MAX_NUM_SEQS": "32",
+        "TOLK_MODELS__0__ENGINE__ENFORCE_EAGER": "true",
+        "UNRELATED": "x",
+    }
+    config = build_config(MINIMAL, environ=environ, overrides={"server.port": 9002})
+    assert config.server.port == 9002
+    assert config.models[0].engine.max_num_seqs == 32
+    assert config.models[0].engine.enforce_eager is True
+
+
+def test_kv_cache_size_accepts_units() -> None:
+    data = {"models": [{**MINIMAL["models"][0], "engine": {"kv_cache_memory_bytes": "512MiB"}}]}
+    assert build_config(data, environ={}).models[0].engine.kv_cache_memory_bytes == 512 << 20
+
+
+@pytest.mark.parametrize(
+    ("patch", "field", "reason"),
+    [
+        ({"engine": {"max_num_seqs": 0}}, "models.0.engine.max_num_seqs", "greater than"),
+        ({"engine": {"max_num_seq": 4}}, "models.0.engine.max_num_seq", "Extra inputs"),
+        ({"languages": ["en", "klingon"]}, "models.0.languages", "not a known language"),
+        ({"pairs": ["en-de"]}, "models.0.pairs", "source>target"),
+        ({"languages": []}, "models.0", "give 'languages'"),
+        ({"prompt_format": "gpt"}, "models.0.prompt_format", "Input should be"),
+        ({"name": "has space"}, "models.0.name", "pattern"),
+    ],
+)
+def test_invalid_config_names_the_field(patch: dict[str, object], field: str, reason: str) -> None:
+    data = {"models": [{**MINIMAL["models"][0], **patch}]}
+    with pytest.raises(ConfigError) as info:
+        build_config(data, environ={})
+    assert f"{field}:" in str(info.value)
+    assert reason in str(info.value)
+
+
+def test_duplicate_model_names() -> None:
+    data = {"models": [MINIMAL["models"][0], MINIMAL["models"][0]]}
+    with pytest.raises(ConfigError, match="repeated: m"):
+        build_config(data, environ={})
+
+
+def test_yaml_file_relative_paths(tmp_path: Path) -> None:
+    (tmp_path / "conf").mkdir()
+    path = tmp_path / "conf" / "tolk.yaml"
+    path.write_text("models:\n  - {name: m, path: ../models/m, languages: [en, de]}\n")
+    config = load_config(path, environ={})
+    assert config.models[0].path == str(tmp_path / "models" / "m")
+
+
+def test_unreadable_and_invalid_yaml(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match="cannot read"):
+        load_config(tmp_path / "missing.yaml", environ={})
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("models: [\n")
+    with pytest.raises(ConfigError, match="not valid YAML"):
+        load_config(bad, environ={})
+
+
+def test_serve_refuses_invalid_config_at_startup(tmp_path: Path) -> None:
+    path = tmp_path / "bad.yaml"
+    path.write_text(
+        "models:\n  - {name: m, path: x, languages: [en, de], engine: {max_num_seqs: -1}}\n"
+    )
+    result = subprocess.run(
+        [sys.executable, "-m", "tolk", "serve", "--config", str(path)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert result.returncode == 2
+    assert "models.0.engine.max_num_seqs" in result.stderr

@@ -1,0 +1,82 @@
+from __future__ import annotations
+
+from prometheus_client import REGISTRY, CollectorRegistry, Counter, Gauge, generate_latest
+from prometheus_client.parser import text_string_to_metric_families
+
+from tolk.config import build_config
+from tolk.engine.engine import CPU_DEFAULT_KV_CACHE_BYTES, engine_args
+from tolk.engine.metrics import EngineMetrics
+
+
+def _model(engine: dict[str, object]) -> object:
+    data = {
+        "models": [{"name": "m", "path": "/models/m", "languages": ["en", "de"], "engine": engine}]
+    }
+    return build_config(data, environ={}).models[0]
+
+
+def test_engine_args_are_explicit() -> None:
+    args = engine_args(_model({"max_waiting": 10}), cpu=False)  # type: ignore[arg-type]
+    assert args["max_num_seqs"] == 16
+    assert args["max_num_batched_tokens"] == 8192
+    assert args["max_num_queued_reqs"] == 26
+    assert args["gpu_memory_utilization"] == 0.3
+    assert args["served_model_name"] == "m"
+    assert args["disable_log_stats"] is False
+    assert "kv_cache_memory_bytes" not in args
+
+
+def test_engine_args_cpu_always_sizes_the_kv_cache() -> None:
+    args = engine_args(_model({}), cpu=True)  # type: ignore[arg-type]
+    assert args["kv_cache_memory_bytes"] == CPU_DEFAULT_KV_CACHE_BYTES
+    args = engine_args(_model({"kv_cache_memory_bytes": "256MiB"}), cpu=True)  # type: ignore[arg-type]
+    assert args["kv_cache_memory_bytes"] == 256 << 20
+
+
+def test_engine_args_extra_passes_through() -> None:
+    args = engine_args(_model({"extra_args": {"block_size": 32}}), cpu=True)  # type: ignore[arg-type]
+    assert args["block_size"] == 32
+
+
+def _register_like_vllm(model: str, running: float) -> None:
+    """What each vLLM engine's stat logger does: unregister earlier vllm:* collectors from
+    the default registry, then register its own, labelled by model_name."""
+    for collector in list(REGISTRY._collector_to_names):
+        if str(getattr(collector, "_name", "")).startswith("vllm:"):
+            REGISTRY.unregister(collector)
+    gauge = Gauge("vllm:num_requests_running", "Running.", ["model_name", "engine"])
+    gauge.labels(model, "0").set(running)
+    counter = Counter("vllm:prompt_tokens", "Prompt tokens.", ["model_name", "engine"])
+    counter.labels(model, "0").inc(running * 10)
+    info = Gauge("vllm:cache_config_info", "Info.", ["block_size"])
+    info.labels("16").set(1)
+    _register_like_vllm.kept.append(gauge)  # type: ignore[attr-defined]
+
+
+_register_like_vllm.kept = []  # type: ignore[attr-defined]
+
+
+def test_engine_metrics_keep_every_engine() -> None:
+    metrics = EngineMetrics()
+    _register_like_vllm("alpha", 3)
+    assert metrics.adopt("alpha") == 3
+    _register_like_vllm("beta", 5)
+    assert metrics.adopt("beta") == 3
+    # The first engine's gauge keeps updating after the second engine registered.
+    _register_like_vllm.kept[0].labels("alpha", "0").set(4)  # type: ignore[attr-defined]
+
+    registry = CollectorRegistry()
+    registry.register(metrics)
+    text = generate_latest(registry).decode()
+    families = {f.name: f for f in text_string_to_metric_families(text)}  # parses: no dupes
+    running = {
+        s.labels["model_name"]: s.value for s in families["vllm:num_requests_running"].samples
+    }
+    assert running == {"alpha": 4.0, "beta": 5.0}
+    info_models = {s.labels["model_name"] for s in families["vllm:cache_config_info"].samples}
+    assert info_models == {"alpha", "beta"}
+    assert text.count("# TYPE vllm:prompt_tokens_total counter") == 1
+    assert 'vllm:prompt_tokens_total{engine="0",model_name="alpha"} 30.0' in text
+    assert not [
+        c for c in REGISTRY._collector_to_names if str(getattr(c, "_name", "")).startswith("vllm:")
+    ]

@@ -1,0 +1,109 @@
+"""Prompt formats against the formats their model cards document."""
+
+from __future__ import annotations
+
+import pytest
+
+from tolk.languages import lang
+from tolk.translation.prompts import (
+    FORMATS,
+    ChatPrompt,
+    CompletionPrompt,
+    clean,
+    keep_outer_whitespace,
+)
+
+EN, DE, ZH, PT, NE = lang("en"), lang("de"), lang("zh"), lang("pt-BR"), lang("ne")
+
+
+def user_text(prompt: object) -> object:
+    assert isinstance(prompt, ChatPrompt)
+    assert len(prompt.messages) == 1
+    assert prompt.messages[0]["role"] == "user"
+    return prompt.messages[0]["content"]
+
+
+def test_chat_generic_instruction() -> None:
+    content = user_text(FORMATS["chat"]("Hello.", EN, PT))
+    assert content == (
+        "Translate the following English text into Portuguese (Brazil). Reply with the "
+        "translation only, without explanations, notes or quotation marks.\n\nHello."
+    )
+
+
+def test_hunyuan_mt_english_instruction_between_non_chinese() -> None:
+    # Model card: "Translate the following segment into <target_language>, without
+    # additional explanation.\n\n<source_text>"
+    content = user_text(FORMATS["hunyuan-mt"]("Hello.", EN, DE))
+    assert content == (
+        "Translate the following segment into German, without additional explanation.\n\nHello."
+    )
+
+
+def test_hunyuan_mt_chinese_instruction_when_chinese_involved() -> None:
+    # Model card: "把下面的文本翻译成<target_language>，不要额外解释。\n\n<source_text>"
+    assert user_text(FORMATS["hunyuan-mt"]("Hello.", EN, ZH)) == (
+        "把下面的文本翻译成中文，不要额外解释。\n\nHello."
+    )
+    assert user_text(FORMATS["hunyuan-mt"]("你好。", ZH, EN)) == (
+        "把下面的文本翻译成英语，不要额外解释。\n\n你好。"
+    )
+
+
+def test_seed_x_plain_completion_with_target_tag() -> None:
+    # Model card: "Translate the following English sentence into Chinese:\nMay the force be
+    # with you <zh>"
+    prompt = FORMATS["seed-x"]("May the force be with you", EN, ZH)
+    assert prompt == CompletionPrompt(
+        "Translate the following English sentence into Chinese:\nMay the force be with you <zh>"
+    )
+
+
+def test_tower_user_turn() -> None:
+    # Model card: "Translate the following text from Portuguese into English.\nPortuguese:
+    # <text>\nEnglish:"
+    content = user_text(FORMATS["tower"]("Um grupo.", PT, EN))
+    assert content == (
+        "Translate the following text from Portuguese into English.\nPortuguese: Um grupo."
+        "\nEnglish:"
+    )
+
+
+def test_alma_plain_completion() -> None:
+    # Model card: "Translate this from Chinese to English:\nChinese: 我爱机器翻译。\nEnglish:"
+    prompt = FORMATS["alma"]("我爱机器翻译。", ZH, EN)
+    assert prompt == CompletionPrompt(
+        "Translate this from Chinese to English:\nChinese: 我爱机器翻译。\nEnglish:"
+    )
+
+
+def test_translategemma_structured_content() -> None:
+    # Model card: one user message whose content is [{type, source_lang_code,
+    # target_lang_code, text}]; the model's chat template writes the instruction.
+    content = user_text(FORMATS["translategemma"]("Hello.", EN, lang("de-DE")))
+    assert content == [
+        {"type": "text", "source_lang_code": "en", "target_lang_code": "de-DE", "text": "Hello."}
+    ]
+
+
+@pytest.mark.parametrize(
+    ("raw", "source", "expected"),
+    [
+        ("  Hallo Welt.<|im_end|>", "Hello world.", "Hallo Welt."),
+        ("German: Hallo.", "Hello.", "Hallo."),
+        ("Translation: Hallo.", "Hello.", "Hallo."),
+        ('"Hallo."', "Hello.", "Hallo."),
+        ('"Hallo."', '"Hello."', '"Hallo."'),
+        ("Hallo. <de>", "Hello.", "Hallo."),
+        ("<end_of_turn>Hallo.</s>", "Hello.", "Hallo."),
+        ("Zeile 1\nZeile 2", "Line 1\nLine 2", "Zeile 1\nZeile 2"),
+    ],
+)
+def test_clean(raw: str, source: str, expected: str) -> None:
+    assert clean(raw, source, DE) == expected
+
+
+def test_keep_outer_whitespace() -> None:
+    assert keep_outer_whitespace("  Hello\n", "Hallo") == "  Hallo\n"
+    assert keep_outer_whitespace("Hello", "Hallo") == "Hallo"
+    assert keep_outer_whitespace(" \n", "") == " \n"

@@ -1,0 +1,241 @@
+"""The HTTP API on a real server (real engine, test model, uvicorn on loopback)."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from typing import Any
+
+import httpx
+import pytest
+
+from tests.helpers import TextMaker, metric_samples
+
+pytestmark = pytest.mark.engine
+
+
+def assert_error(response: httpx.Response, status: int, code: str) -> dict[str, Any]:
+    assert response.status_code == status, response.text
+    body = response.json()
+    assert set(body) == {"error"}
+    error: dict[str, Any] = body["error"]
+    assert error["code"] == code
+    assert isinstance(error["message"], str)
+    assert len(error["message"]) > 10
+    assert error["request_id"] == response.headers["x-request-id"]
+    return error
+
+
+async def test_translate_one_text(client: httpx.AsyncClient) -> None:
+    response = await client.post(
+        "/translate", json={"text": "Hello, world!", "source_lang": "EN", "target_lang": "de-DE"}
+    )
+    assert response.status_code == 200, response.text
+    body = response.json()
+    assert isinstance(body["translation"], str)
+    assert body["translation"]
+    assert (body["source_lang"], body["target_lang"], body["model"]) == ("en", "de-DE", "demo")
+    usage = body["usage"]
+    assert usage["prompt_tokens"] > 0
+    assert usage["completion_tokens"] > 0
+    assert usage["total_tokens"] == usage["prompt_tokens"] + usage["completion_tokens"]
+    assert usage["characters"] == len("Hello, world!")
+
+
+async def test_language_codes_are_normalised(client: httpx.AsyncClient) -> None:
+    response = await client.post(
+        "/translate", json={"text": "Good day.", "source_lang": "eng", "target_lang": "FR"}
+    )
+    assert response.status_code == 200, response.text
+    assert (response.json()["source_lang"], response.json()["target_lang"]) == ("en", "fr")
+
+
+async def test_list_returns_translations_in_input_order(
+    client: httpx.AsyncClient, texts: TextMaker
+) -> None:
+    items = [texts.text(n) for n in (5, 150, 40, 100, 20)]
+    listed = await client.post(
+        "/translate", json={"text": items, "source_lang": "en", "target_lang": "de"}
+    )
+    assert listed.status_code == 200, listed.text
+    translations = listed.json()["translation"]
+    assert isinstance(translations, list)
+    assert len(translations) == len(items)
+    # Each text alone gives the same translation as in the list (greedy decoding), so
+    # position i of the list is text i's translation.
+    singles = await asyncio.gather(
+        *[
+            client.post("/translate", json={"text": t, "source_lang": "en", "target_lang": "de"})
+            for t in items
+        ]
+    )
+    assert [s.json()["translation"] for s in singles] == translations
+    # The test model always writes its whole budget (2 tokens per source token + 16).
+    assert listed.json()["usage"]["completion_tokens"] == sum(
+        2 * n + 16 for n in (5, 150, 40, 100, 20)
+    )
+
+
+async def test_empty_strings_translate_to_empty_strings(client: httpx.AsyncClient) -> None:
+    response = await client.post(
+        "/translate", json={"text": ["", "Hi.", " \n"], "source_lang": "en", "target_lang": "ne"}
+    )
+    assert response.status_code == 200, response.text
+    translation = response.json()["translation"]
+    assert translation[0] == ""
+    assert translation[2] == " \n"
+    assert translation[1]
+    alone = await client.post(
+        "/translate", json={"text": "", "source_lang": "en", "target_lang": "de"}
+    )
+    assert alone.status_code == 200
+    assert alone.json()["translation"] == ""
+    assert alone.json()["usage"]["completion_tokens"] == 0
+
+
+async def test_validation_errors_name_the_field(client: httpx.AsyncClient) -> None:
+    response = await client.post("/translate", json={"text": "Hi", "source_lang": "en"})
+    error = assert_error(response, 422, "invalid_request")
+    assert {"field": "target_lang", "message": "Field required"} in error["problems"]
+    assert "target_lang" in error["message"]
+
+    response = await client.post(
+        "/translate", json={"text": 42, "source_lang": "en", "target_lang": "de"}
+    )
+    error = assert_error(response, 422, "invalid_request")
+    assert {p["field"] for p in error["problems"]} >= {"text"}
+
+    response = await client.post(
+        "/translate", json={"text": ["a", 3], "source_lang": "en", "target_lang": "de"}
+    )
+    error = assert_error(response, 422, "invalid_request")
+    assert any(p["field"].startswith("text") for p in error["problems"])
+
+    response = await client.post(
+        "/translate", content=b"{not json", headers={"content-type": "application/json"}
+    )
+    assert_error(response, 422, "invalid_request")
+
+
+async def test_unsupported_pair_lists_what_is_supported(client: httpx.AsyncClient) -> None:
+    response = await client.post(
+        "/translate", json={"text": "Hi", "source_lang": "en", "target_lang": "ja"}
+    )
+    error = assert_error(response, 400, "unsupported_language_pair")
+    assert error["supported"] == [{"model": "demo", "languages": ["en", "de", "fr", "ne"]}]
+    assert (error["source_lang"], error["target_lang"]) == ("en", "ja")
+
+
+async def test_invalid_language_code(client: httpx.AsyncClient) -> None:
+    response = await client.post(
+        "/translate", json={"text": "Hi", "source_lang": "english", "target_lang": "de"}
+    )
+    error = assert_error(response, 400, "invalid_language")
+    assert error["field"] == "source_lang"
+
+
+async def test_unknown_model(client: httpx.AsyncClient) -> None:
+    response = await client.post(
+        "/translate",
+        json={"text": "Hi", "source_lang": "en", "target_lang": "de", "model": "nope"},
+    )
+    error = assert_error(response, 400, "unknown_model")
+    assert error["models"] == ["demo"]
+
+
+async def test_too_much_text_is_413(client: httpx.AsyncClient) -> None:
+    long_text = "word " * 700  # 3500 characters; the limit is 3000
+    response = await client.post(
+        "/translate", json={"text": long_text, "source_lang": "en", "target_lang": "de"}
+    )
+    error = assert_error(response, 413, "payload_too_large")
+    assert error["limit"] == 3000
+
+    response = await client.post(
+        "/translate", json={"text": ["a"] * 65, "source_lang": "en", "target_lang": "de"}
+    )
+    error = assert_error(response, 413, "payload_too_large")
+    assert error["limit"] == 64
+
+
+async def test_oversized_body_refused_before_it_is_read(client: httpx.AsyncClient) -> None:
+    body = b'{"text": "' + b"a" * 70_000 + b'", "source_lang": "en", "target_lang": "de"}'
+    response = await client.post(
+        "/translate", content=body, headers={"content-type": "application/json"}
+    )
+    error = assert_error(response, 413, "payload_too_large")
+    assert error["limit"] == 65536
+
+    async def chunked() -> AsyncIterator[bytes]:  # no Content-Length: counted as it streams
+        for _ in range(20):
+            yield b"a" * 8192
+
+    response = await client.post(
+        "/translate", content=chunked(), headers={"content-type": "application/json"}
+    )
+    assert_error(response, 413, "payload_too_large")
+
+
+async def test_unknown_route_and_method_use_the_error_shape(client: httpx.AsyncClient) -> None:
+    assert_error(await client.get("/nope"), 404, "not_found")
+    assert_error(await client.get("/translate"), 405, "method_not_allowed")
+
+
+async def test_request_id_is_echoed(client: httpx.AsyncClient) -> None:
+    response = await client.get("/health", headers={"x-request-id": "abc-123"})
+    assert response.headers["x-request-id"] == "abc-123"
+
+
+async def test_health_ready_languages_docs(client: httpx.AsyncClient) -> None:
+    assert (await client.get("/health")).json() == {"status": "ok"}
+    assert (await client.get("/ready")).json() == {"status": "ready", "models": {"demo": "ready"}}
+    languages = (await client.get("/languages")).json()
+    assert languages == {
+        "models": [
+            {
+                "model": "demo",
+                "prompt_format": "chat",
+                "languages": ["en", "de", "fr", "ne"],
+                "pairs": [],
+                "ready": True,
+            }
+        ]
+    }
+    assert (await client.get("/docs")).status_code == 200
+    spec = (await client.get("/openapi.json")).json()
+    assert "/translate" in spec["paths"]
+
+
+async def test_metrics_has_engine_and_service_metrics(client: httpx.AsyncClient) -> None:
+    ok = await client.post(
+        "/translate", json={"text": "Hi.", "source_lang": "en", "target_lang": "de"}
+    )
+    assert ok.status_code == 200
+    text = (await client.get("/metrics")).text
+    for name in (
+        "vllm:num_requests_running",
+        "vllm:num_requests_waiting",
+        "vllm:kv_cache_usage_perc",
+        "vllm:time_to_first_token_seconds_count",
+        "vllm:inter_token_latency_seconds_count",
+        "vllm:e2e_request_latency_seconds_count",
+        "vllm:request_queue_time_seconds_count",
+        "vllm:num_preemptions_total",
+    ):
+        samples = metric_samples(text, name)
+        assert samples, name
+        assert all(labels["model_name"] == "demo" for labels, _ in samples), name
+    assert metric_samples(text, "vllm:time_to_first_token_seconds_count")[0][1] >= 1
+    requests = dict(
+        ((labels["route"], labels["status"]), value)
+        for labels, value in metric_samples(text, "tolk_requests_total")
+    )
+    assert requests[("/translate", "200")] >= 1
+    assert metric_samples(text, "tolk_request_duration_seconds_count")
+    assert metric_samples(text, "tolk_requests_in_flight")[0][1] >= 1  # this /metrics request
+    overhead = metric_samples(text, "tolk_overhead_seconds_count")
+    assert overhead
+    assert overhead[0][0] == {"model": "demo"}
+    assert overhead[0][1] >= 1
+    assert metric_samples(text, "tolk_engine_up") == [({"model": "demo"}, 1.0)]
+    assert metric_samples(text, "tolk_characters_translated_total")[0][1] >= 3

@@ -1,0 +1,47 @@
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from tolk.translation.service import output_budget, run_all
+
+
+def test_output_budget_follows_input_length() -> None:
+    assert output_budget(10, 40, ratio=2.0, extra=16, max_model_len=4096) == 36
+    assert output_budget(100, 140, ratio=2.0, extra=16, max_model_len=4096) == 216
+    assert output_budget(7, 30, ratio=1.5, extra=1, max_model_len=4096) == 12  # ceil(10.5)+1
+
+
+def test_output_budget_never_exceeds_the_context() -> None:
+    assert output_budget(1000, 1050, ratio=2.0, extra=16, max_model_len=2048) == 998
+    assert output_budget(1000, 2048, ratio=2.0, extra=16, max_model_len=2048) == 0
+    assert output_budget(1000, 3000, ratio=2.0, extra=16, max_model_len=2048) == 0
+
+
+async def test_run_all_keeps_order() -> None:
+    async def after(delay: float, value: int) -> int:
+        await asyncio.sleep(delay)
+        return value
+
+    assert await run_all([after(0.03, 1), after(0.0, 2), after(0.01, 3)]) == [1, 2, 3]
+
+
+async def test_run_all_cancels_the_rest_on_first_failure() -> None:
+    cancelled = asyncio.Event()
+
+    async def slow() -> int:
+        try:
+            await asyncio.Event().wait()
+        except asyncio.CancelledError:
+            cancelled.set()
+            raise
+        return 0
+
+    async def fail() -> int:
+        await asyncio.sleep(0)
+        raise KeyError("boom")
+
+    with pytest.raises(KeyError, match="boom"):
+        await run_all([slow(), fail()])
+    assert cancelled.is_set()
