@@ -49,10 +49,13 @@ class ModelPool:
         candidates = [self.get(model)] if model is not None else self.engines
         serving = [e for e in candidates if e.settings.coverage.covers(source, target)]
         if not serving:
-            scope = f"model '{model}'" if model else "any model on this server"
+            scope = (
+                f"model '{model}' does not translate"
+                if model
+                else "no model on this server translates"
+            )
             raise UnsupportedLanguagePair(
-                f"{scope} does not translate {source} to {target}; see 'supported' "
-                "for what is served",
+                f"{scope} {source} to {target}; see 'supported' for what is served",
                 source_lang=source,
                 target_lang=target,
                 supported=[self.describe_model(e) for e in candidates],
