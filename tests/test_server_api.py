@@ -40,6 +40,9 @@ async def test_translate_one_text(client: httpx.AsyncClient) -> None:
     assert usage["completion_tokens"] > 0
     assert usage["total_tokens"] == usage["prompt_tokens"] + usage["completion_tokens"]
     assert usage["characters"] == len("Hello, world!")
+    timing = response.headers["server-timing"]
+    assert timing.startswith("engine;dur=")
+    assert 0 < float(timing.removeprefix("engine;dur=")) < response.elapsed.total_seconds() * 1000
 
 
 async def test_language_codes_are_normalised(client: httpx.AsyncClient) -> None:

@@ -20,6 +20,15 @@ app = typer.Typer(
 )
 
 
+def _add_subcommands() -> None:
+    from tolk.bench.cli import app as bench_app
+
+    app.add_typer(bench_app, name="bench")
+
+
+_add_subcommands()
+
+
 def _fail(message: str) -> None:
     typer.secho(message, fg=typer.colors.RED, err=True)
     raise typer.Exit(2)

@@ -64,6 +64,7 @@ router = APIRouter()
 async def translate(
     body: TranslateRequest,
     request: Request,
+    response: Response,
     translator: TranslatorDep,
     lifecycle: LifecycleDep,
     metrics: MetricsDep,
@@ -84,6 +85,8 @@ async def translate(
         return Response(status_code=CLIENT_CLOSED)
     request.state.engine_seconds = result.engine_seconds
     request.state.model = result.model
+    # W3C Server-Timing: lets a client tell engine time from everything else.
+    response.headers["Server-Timing"] = f"engine;dur={result.engine_seconds * 1000:.3f}"
     metrics.texts.labels(result.model).inc(len(texts))
     metrics.characters.labels(result.model).inc(result.usage.characters)
     usage = result.usage

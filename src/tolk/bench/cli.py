@@ -1,0 +1,87 @@
+"""`tolk bench ...` commands."""
+
+from __future__ import annotations
+
+import asyncio
+import datetime as dt
+import sys
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.console import Console
+
+from tolk.bench import report
+from tolk.bench.run import RunPlan, progress_bar, run
+from tolk.bench.workloads import load
+
+app = typer.Typer(
+    help="Load tests, the architecture journey, and overhead checks.", no_args_is_help=True
+)
+# Off a terminal rich assumes 80 columns, too narrow for the report table.
+console = Console(width=None if sys.stdout.isatty() else 170)
+
+
+def _levels(text: str | None, kind: type[float] | type[int]) -> tuple[float, ...]:
+    if not text:
+        return ()
+    try:
+        values = tuple(kind(v) for v in text.split(",") if v.strip())
+    except ValueError as exc:
+        raise typer.BadParameter(f"'{text}' is not a comma-separated list of numbers") from exc
+    if not values or min(values) <= 0:
+        raise typer.BadParameter(f"'{text}': levels must be positive")
+    return values
+
+
+def default_out(kind: str) -> Path:
+    return Path("results") / f"{kind}-{dt.datetime.now():%Y%m%d-%H%M%S}"
+
+
+@app.command("run")
+def run_command(
+    url: Annotated[str, typer.Option(help="The tolk server (or proxy) to load.")],
+    workload: Annotated[
+        str, typer.Option(help="uniform, variable, articles, or a JSONL file.")
+    ] = "variable",
+    concurrency: Annotated[
+        str | None, typer.Option(help="Closed loop: concurrency levels, e.g. 1,5,10,25,50.")
+    ] = None,
+    rate: Annotated[
+        str | None, typer.Option(help="Open loop: Poisson arrival rates per second, e.g. 5,10.")
+    ] = None,
+    requests: Annotated[int | None, typer.Option(help="Requests per level.")] = None,
+    duration: Annotated[float | None, typer.Option(help="Seconds per level.")] = None,
+    warmup: Annotated[int, typer.Option(help="Unrecorded requests before each level.")] = 5,
+    items: Annotated[int, typer.Option(help="Distinct texts generated.")] = 200,
+    source: Annotated[str, typer.Option(help="Source language (uniform/variable).")] = "en",
+    target: Annotated[str, typer.Option(help="Target language (uniform/variable).")] = "de",
+    seed: Annotated[int, typer.Option()] = 0,
+    out: Annotated[Path | None, typer.Option(help="Output directory.")] = None,
+) -> None:
+    """Drive a server at each load level; write results.json, report.md and charts."""
+    if concurrency and rate:
+        raise typer.BadParameter("give --concurrency or --rate, not both")
+    if requests is None and duration is None:
+        requests = 100
+    if requests is not None and duration is not None:
+        raise typer.BadParameter("give --requests or --duration, not both")
+    default_levels = concurrency or ("" if rate else "1,5,10,25,50")
+    plan = RunPlan(
+        url=url.rstrip("/"),
+        workload=load(workload, items, seed, source, target),
+        concurrency=tuple(int(c) for c in _levels(default_levels, int)),
+        rates=_levels(rate, float),
+        requests=requests,
+        duration=duration,
+        warmup=warmup,
+        seed=seed,
+    )
+    with progress_bar() as progress:
+        results = asyncio.run(run(plan, progress))
+    out_dir = out or default_out("bench")
+    written = report.write(results, out_dir)
+    console.print(report.table(results))
+    for warning in results["warnings"]:
+        console.print(f"[yellow]warning:[/yellow] {warning}")
+    console.print("wrote " + ", ".join(str(p) for p in written))

@@ -1,0 +1,165 @@
+"""The load generator: one async HTTP client with pooled keep-alive connections.
+
+Closed loop: `concurrency` workers, each sending its next request as soon as the last one
+answered. Open loop: requests start at Poisson arrival times whatever the server is doing, so
+queueing shows the way real traffic produces it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import random
+import re
+import time
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import httpx
+
+from tolk.bench.stats import RequestRecord
+from tolk.bench.workloads import WorkItem
+
+Progress = Callable[[int], None]
+_ENGINE_TIMING = re.compile(r"(?:^|,)\s*engine;dur=([0-9.]+)")
+
+
+def make_client(base_url: str, connections: int, timeout: float = 300.0) -> httpx.AsyncClient:
+    limits = httpx.Limits(max_connections=connections, max_keepalive_connections=connections)
+    return httpx.AsyncClient(base_url=base_url, limits=limits, timeout=timeout)
+
+
+def engine_seconds(headers: httpx.Headers) -> float | None:
+    """The server's engine time from its `Server-Timing: engine;dur=<ms>` header."""
+    match = _ENGINE_TIMING.search(headers.get("server-timing", ""))
+    return float(match.group(1)) / 1000 if match else None
+
+
+async def send(client: httpx.AsyncClient, path: str, item: WorkItem, t0: float) -> RequestRecord:
+    started = time.monotonic()
+    try:
+        response = await client.post(path, json=item.body())
+    except httpx.HTTPError as exc:
+        return RequestRecord(
+            started - t0, time.monotonic() - started, 0, type(exc).__name__, chars_in=len(item.text)
+        )
+    latency = time.monotonic() - started
+    try:
+        body: dict[str, Any] = response.json()
+    except ValueError:
+        body = {}
+    if response.status_code != 200:
+        error = body.get("error")
+        code = str(error.get("code", "")) if isinstance(error, dict) else ""
+        return RequestRecord(
+            started - t0, latency, response.status_code, code or None, chars_in=len(item.text)
+        )
+    usage = body.get("usage", {})
+    translation = body.get("translation", "")
+    return RequestRecord(
+        start=started - t0,
+        latency=latency,
+        status=200,
+        chars_in=len(item.text),
+        chars_out=len(translation) if isinstance(translation, str) else sum(map(len, translation)),
+        prompt_tokens=int(usage.get("prompt_tokens", 0)),
+        completion_tokens=int(usage.get("completion_tokens", 0)),
+        engine_seconds=engine_seconds(response.headers),
+    )
+
+
+async def closed_loop(
+    client: httpx.AsyncClient,
+    items: Iterator[WorkItem],
+    concurrency: int,
+    *,
+    requests: int | None = None,
+    duration: float | None = None,
+    path: str = "/translate",
+    progress: Progress | None = None,
+) -> tuple[list[RequestRecord], float]:
+    """Run until `requests` are sent, or for `duration` seconds; returns records and the
+    level's wall time."""
+    if (requests is None) == (duration is None):
+        raise ValueError("give exactly one of requests and duration")
+    records: list[RequestRecord] = []
+    t0 = time.monotonic()
+    budget = [requests if requests is not None else -1]
+
+    def take() -> WorkItem | None:
+        if duration is not None and time.monotonic() - t0 >= duration:
+            return None
+        if budget[0] == 0:
+            return None
+        budget[0] -= 1
+        return next(items)
+
+    async def worker() -> None:
+        while (item := take()) is not None:
+            records.append(await send(client, path, item, t0))
+            if progress:
+                progress(1)
+
+    await asyncio.gather(*(worker() for _ in range(concurrency)))
+    return sorted(records, key=lambda r: r.start), time.monotonic() - t0
+
+
+def poisson_arrivals(
+    rate: float, rng: random.Random, *, count: int | None = None, duration: float | None = None
+) -> list[float]:
+    """Arrival times (seconds from 0) of a Poisson process of `rate` per second: `count`
+    arrivals, or all arrivals before `duration`."""
+    if rate <= 0:
+        raise ValueError("rate must be positive")
+    if (count is None) == (duration is None):
+        raise ValueError("give exactly one of count and duration")
+    times: list[float] = []
+    t = 0.0
+    while True:
+        t += rng.expovariate(rate)
+        if duration is not None and t >= duration:
+            return times
+        times.append(t)
+        if count is not None and len(times) >= count:
+            return times
+
+
+async def open_loop(
+    client: httpx.AsyncClient,
+    items: Iterator[WorkItem],
+    rate: float,
+    *,
+    requests: int | None = None,
+    duration: float | None = None,
+    seed: int = 0,
+    path: str = "/translate",
+    progress: Progress | None = None,
+) -> tuple[list[RequestRecord], float]:
+    arrivals = poisson_arrivals(rate, random.Random(seed), count=requests, duration=duration)
+    t0 = time.monotonic()
+
+    async def at(when: float, item: WorkItem) -> RequestRecord:
+        await asyncio.sleep(max(0.0, t0 + when - time.monotonic()))
+        record = await send(client, path, item, t0)
+        if progress:
+            progress(1)
+        return record
+
+    records = await asyncio.gather(*(at(when, next(items)) for when in arrivals))
+    return sorted(records, key=lambda r: r.start), time.monotonic() - t0
+
+
+async def ceiling(
+    client: httpx.AsyncClient, concurrency: int, seconds: float = 2.0, path: str = "/health"
+) -> float:
+    """Requests/s this generator reaches against a trivial endpoint: its own ceiling."""
+    done = 0
+    t0 = time.monotonic()
+
+    async def worker() -> None:
+        nonlocal done
+        while time.monotonic() - t0 < seconds:
+            await client.get(path)
+            done += 1
+
+    await asyncio.gather(*(worker() for _ in range(concurrency)))
+    return done / (time.monotonic() - t0)

@@ -1,0 +1,133 @@
+"""`tolk bench run`: load levels one after another against a server, measured from both sides."""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime as dt
+import time
+from dataclasses import dataclass
+from typing import Any
+
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+from tolk.bench import loadgen
+from tolk.bench.scrape import TimelineSampler, engine_summary, snapshot
+from tolk.bench.stats import summarize
+from tolk.bench.workloads import Workload
+
+CEILING_MARGIN = 5.0  # warn when a level comes within 5x of the generator's own ceiling
+
+
+@dataclass(frozen=True)
+class RunPlan:
+    url: str
+    workload: Workload
+    concurrency: tuple[int, ...] = ()
+    rates: tuple[float, ...] = ()
+    requests: int | None = None
+    duration: float | None = None
+    warmup: int = 0
+    seed: int = 0
+    timeline_interval: float = 0.25
+
+    @property
+    def mode(self) -> str:
+        return "open" if self.rates else "closed"
+
+    @property
+    def levels(self) -> tuple[float, ...]:
+        return self.rates if self.rates else tuple(float(c) for c in self.concurrency)
+
+
+def progress_bar() -> Progress:
+    return Progress(
+        TextColumn("[bold]{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        transient=False,
+    )
+
+
+async def run(plan: RunPlan, progress: Progress | None = None) -> dict[str, Any]:
+    if not plan.levels:
+        raise ValueError("give --concurrency levels or --rate levels")
+    peak = int(max(plan.concurrency, default=0)) or 256
+    async with loadgen.make_client(plan.url, connections=peak + 4) as client:
+        probe = await client.get("/ready")
+        if probe.status_code != 200:
+            raise RuntimeError(f"{plan.url}/ready answered {probe.status_code}: {probe.text}")
+        ceiling = await loadgen.ceiling(client, concurrency=min(max(peak, 8), 64))
+        results: dict[str, Any] = {
+            "schema": "tolk.bench.run/1",
+            "started_at": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
+            "url": plan.url,
+            "mode": plan.mode,
+            "workload": plan.workload.describe(),
+            "generator_ceiling_rps": ceiling,
+            "warnings": [],
+            "levels": [],
+        }
+        for level in plan.levels:
+            results["levels"].append(await _level(client, plan, level, progress))
+            rps = results["levels"][-1]["summary"]["rps"]
+            if rps * CEILING_MARGIN > ceiling:
+                results["warnings"].append(
+                    f"level {level:g}: {rps:.1f} req/s is within {CEILING_MARGIN:g}x of the load "
+                    f"generator's own ceiling ({ceiling:.0f} req/s); the generator may be the "
+                    "bottleneck"
+                )
+        return results
+
+
+async def _level(
+    client: Any, plan: RunPlan, level: float, progress: Progress | None
+) -> dict[str, Any]:
+    items = plan.workload.stream()
+    name = f"{'rate' if plan.mode == 'open' else 'concurrency'} {level:g}"
+    if plan.warmup:
+        await loadgen.closed_loop(client, items, max(1, int(level)), requests=plan.warmup)
+    task = None
+    if progress is not None:
+        total = plan.requests if plan.requests is not None else None
+        task = progress.add_task(name, total=total)
+
+    def advance(n: int) -> None:
+        if progress is not None and task is not None:
+            progress.advance(task, n)
+
+    before = await snapshot(client)
+    sampler = TimelineSampler(client, plan.timeline_interval)
+    sampler.start(time.monotonic())
+    if plan.mode == "open":
+        records, duration = await loadgen.open_loop(
+            client,
+            items,
+            level,
+            requests=plan.requests,
+            duration=plan.duration,
+            seed=plan.seed,
+            progress=advance,
+        )
+    else:
+        records, duration = await loadgen.closed_loop(
+            client,
+            items,
+            int(level),
+            requests=plan.requests,
+            duration=plan.duration,
+            progress=advance,
+        )
+    timeline = await sampler.stop()
+    after = await snapshot(client)
+    engine = engine_summary(before, after)
+    engine["kv_cache_peak"] = max((p.kv_cache for p in timeline), default=float("nan"))
+    engine["running_peak"] = max((p.running for p in timeline), default=0.0)
+    engine["waiting_peak"] = max((p.waiting for p in timeline), default=0.0)
+    return {
+        "level": level,
+        "summary": summarize(records, duration).to_json(),
+        "engine": engine,
+        "timeline": [dataclasses.asdict(p) for p in timeline],
+        "records": [dataclasses.asdict(r) for r in records],
+    }

@@ -1,0 +1,127 @@
+"""What the server's /metrics says about a load level: engine-side latencies from histogram
+differences before and after, and a timeline of running/waiting requests sampled during it."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+from collections import defaultdict
+from dataclasses import dataclass, field
+
+import httpx
+from prometheus_client.parser import text_string_to_metric_families
+
+from tolk.bench.stats import histogram_quantile
+
+# Engine histograms reported per level: name -> short key in the report.
+ENGINE_HISTOGRAMS = {
+    "vllm:request_queue_time_seconds": "queue_time_s",
+    "vllm:time_to_first_token_seconds": "ttft_s",
+    "vllm:inter_token_latency_seconds": "inter_token_s",
+    "vllm:e2e_request_latency_seconds": "e2e_s",
+}
+
+
+@dataclass
+class Snapshot:
+    """Sample values summed over every model and engine, by (name, bucket bound or None)."""
+
+    values: dict[tuple[str, str | None], float] = field(default_factory=dict)
+
+    @classmethod
+    def parse(cls, text: str) -> Snapshot:
+        values: dict[tuple[str, str | None], float] = defaultdict(float)
+        for family in text_string_to_metric_families(text):
+            for sample in family.samples:
+                key = (sample.name, sample.labels.get("le"))
+                values[key] += float(sample.value)
+        return cls(dict(values))
+
+    def get(self, name: str, le: str | None = None) -> float:
+        return self.values.get((name, le), 0.0)
+
+    def buckets(self, name: str) -> list[tuple[float, float]]:
+        out = [
+            (float(le), v)
+            for (n, le), v in self.values.items()
+            if n == f"{name}_bucket" and le is not None
+        ]
+        return sorted(out)
+
+
+def engine_summary(before: Snapshot, after: Snapshot) -> dict[str, float]:
+    """Engine-side figures for what happened between two snapshots."""
+    out: dict[str, float] = {}
+    for name, key in ENGINE_HISTOGRAMS.items():
+        count = after.get(f"{name}_count") - before.get(f"{name}_count")
+        total = after.get(f"{name}_sum") - before.get(f"{name}_sum")
+        if count <= 0:
+            continue
+        deltas = [
+            (bound, value - before.get(f"{name}_bucket", _le(bound)))
+            for bound, value in after.buckets(name)
+        ]
+        out[f"{key}_mean"] = total / count
+        out[f"{key}_p50"] = histogram_quantile(0.5, deltas)
+        out[f"{key}_p95"] = histogram_quantile(0.95, deltas)
+    out["preemptions"] = after.get("vllm:num_preemptions_total") - before.get(
+        "vllm:num_preemptions_total"
+    )
+    return out
+
+
+def _le(bound: float) -> str:
+    # prometheus_client writes bucket bounds with repr-style floats ("0.5", "+Inf").
+    return "+Inf" if bound == float("inf") else repr(bound)
+
+
+@dataclass(frozen=True)
+class TimelinePoint:
+    t: float
+    running: float
+    waiting: float
+    kv_cache: float
+
+
+class TimelineSampler:
+    """Samples running/waiting requests and KV cache usage every `interval` seconds."""
+
+    def __init__(self, client: httpx.AsyncClient, interval: float = 0.25) -> None:
+        self.client = client
+        self.interval = interval
+        self.points: list[TimelinePoint] = []
+        self._task: asyncio.Task[None] | None = None
+        self._t0 = 0.0
+
+    async def _run(self) -> None:
+        while True:
+            try:
+                response = await self.client.get("/metrics")
+                snap = Snapshot.parse(response.text)
+                self.points.append(
+                    TimelinePoint(
+                        round(time.monotonic() - self._t0, 3),
+                        snap.get("vllm:num_requests_running"),
+                        snap.get("vllm:num_requests_waiting"),
+                        snap.get("vllm:kv_cache_usage_perc"),
+                    )
+                )
+            except httpx.HTTPError:
+                pass  # a missed sample is a gap in the chart, not a failed benchmark
+            await asyncio.sleep(self.interval)
+
+    def start(self, t0: float) -> None:
+        self._t0 = t0
+        self._task = asyncio.create_task(self._run())
+
+    async def stop(self) -> list[TimelinePoint]:
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+        return self.points
+
+
+async def snapshot(client: httpx.AsyncClient) -> Snapshot:
+    return Snapshot.parse((await client.get("/metrics")).text)

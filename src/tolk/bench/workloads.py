@@ -1,0 +1,150 @@
+"""Benchmark workloads: what the load generator sends. Deterministic for a given seed.
+
+- `uniform`: texts of nearly equal length (about 100 tokens), the kind of test data that gave
+  the case study a misleading 15 requests/s.
+- `variable`: 10-200 tokens, short and long mixed (uniformly spread, so the mean matches
+  `uniform` and only the spread differs), as in the case study's realistic test.
+- `articles`: real paragraphs of the case-study articles: English ones to Nepali, and the
+  Nepali translations back to English.
+- a JSONL file: one `{"text", "source_lang", "target_lang"}` object per line.
+
+Lengths are in approximate tokens: texts are spans of real English prose, sized by words at
+0.75 words per token (typical of English under BPE tokenizers). The load generator talks to
+servers over HTTP only, so it does not tokenize.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import re
+from collections.abc import Iterator
+from dataclasses import dataclass
+from importlib import resources
+from pathlib import Path
+
+WORDS_PER_TOKEN = 0.75
+BUILTIN = ("uniform", "variable", "articles")
+
+
+@dataclass(frozen=True)
+class WorkItem:
+    text: str
+    source_lang: str
+    target_lang: str
+
+    def body(self) -> dict[str, str]:
+        return {"text": self.text, "source_lang": self.source_lang, "target_lang": self.target_lang}
+
+
+@dataclass(frozen=True)
+class Workload:
+    name: str
+    items: tuple[WorkItem, ...]
+
+    def __post_init__(self) -> None:
+        if not self.items:
+            raise ValueError(f"workload '{self.name}' has no items")
+
+    def stream(self) -> Iterator[WorkItem]:
+        """The items in order, repeated for as long as asked."""
+        while True:
+            yield from self.items
+
+    def describe(self) -> dict[str, object]:
+        words = [len(i.text.split()) for i in self.items]
+        return {
+            "name": self.name,
+            "items": len(self.items),
+            "approx_tokens_min": round(min(words) / WORDS_PER_TOKEN),
+            "approx_tokens_max": round(max(words) / WORDS_PER_TOKEN),
+            "approx_tokens_mean": round(sum(words) / len(words) / WORDS_PER_TOKEN, 1),
+            "pairs": sorted({f"{i.source_lang}>{i.target_lang}" for i in self.items}),
+        }
+
+
+def _article(name: str) -> str:
+    folder = resources.files("tolk") / "data" / "case_study"
+    return (folder / name).read_text(encoding="utf-8")
+
+
+def _english_words() -> list[str]:
+    return " ".join(_article(n) for n in ("part1.en.txt", "part2.en.txt")).split()
+
+
+def _span(words: list[str], tokens: int, rng: random.Random) -> str:
+    count = max(1, round(tokens * WORDS_PER_TOKEN))
+    start = rng.randrange(0, len(words) - count)
+    return " ".join(words[start : start + count])
+
+
+def uniform(n: int = 200, seed: int = 0, source: str = "en", target: str = "de") -> Workload:
+    rng = random.Random(seed)
+    words = _english_words()
+    items = [WorkItem(_span(words, rng.randint(96, 104), rng), source, target) for _ in range(n)]
+    return Workload("uniform", tuple(items))
+
+
+def variable(n: int = 200, seed: int = 0, source: str = "en", target: str = "de") -> Workload:
+    rng = random.Random(seed)
+    words = _english_words()
+    items = [WorkItem(_span(words, rng.randint(10, 200), rng), source, target) for _ in range(n)]
+    return Workload("variable", tuple(items))
+
+
+def paragraphs(text: str, min_words: int = 6) -> list[str]:
+    """Prose paragraphs of an article: lines of at least `min_words` words."""
+    out = []
+    for line in text.splitlines():
+        line = re.sub(r"\s+", " ", line).strip()
+        if len(line.split()) >= min_words:
+            out.append(line)
+    return out
+
+
+def articles(n: int = 200, seed: int = 0) -> Workload:
+    rng = random.Random(seed)
+    pool = [
+        WorkItem(p, "en", "ne")
+        for name in ("part1.en.txt", "part2.en.txt")
+        for p in paragraphs(_article(name))
+    ]
+    pool += [
+        WorkItem(p, "ne", "en")
+        for name in ("part1.ne.txt", "part2.ne.txt")
+        for p in paragraphs(_article(name))
+    ]
+    return Workload("articles", tuple(rng.choice(pool) for _ in range(n)))
+
+
+def from_jsonl(path: Path) -> Workload:
+    items = []
+    for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
+        if not line.strip():
+            continue
+        try:
+            data = json.loads(line)
+            items.append(
+                WorkItem(str(data["text"]), str(data["source_lang"]), str(data["target_lang"]))
+            )
+        except (json.JSONDecodeError, KeyError, TypeError) as exc:
+            raise ValueError(
+                f'{path}:{number}: expected {{"text", "source_lang", "target_lang"}}: {exc}'
+            ) from exc
+    return Workload(path.stem, tuple(items))
+
+
+def load(
+    spec: str, n: int = 200, seed: int = 0, source: str = "en", target: str = "de"
+) -> Workload:
+    """A built-in workload by name, or a JSONL file by path."""
+    if spec == "uniform":
+        return uniform(n, seed, source, target)
+    if spec == "variable":
+        return variable(n, seed, source, target)
+    if spec == "articles":
+        return articles(n, seed)
+    path = Path(spec)
+    if path.exists():
+        return from_jsonl(path)
+    raise ValueError(f"unknown workload '{spec}': use {', '.join(BUILTIN)} or a JSONL file path")
