@@ -39,7 +39,7 @@ def main_server(
     test_model: Path, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[ServerProcess]:
     workdir = tmp_path_factory.mktemp("main-server")
-    server = ServerProcess.start(
+    server = ServerProcess.launch(
         workdir,
         "main",
         [model_config("demo", test_model, languages=["en", "de", "fr", "ne"])],

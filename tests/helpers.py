@@ -5,20 +5,17 @@ from __future__ import annotations
 import asyncio
 import os
 import random
-import signal
-import socket
-import subprocess
 import sys
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import httpx
-import psutil
 import yaml
 from prometheus_client.parser import text_string_to_metric_families
+
+from tolk.bench.processes import LocalServer, free_port
 
 REPO = Path(__file__).resolve().parent.parent
 RUNTIME = REPO / ".runtime"
@@ -42,12 +39,6 @@ def runtime_env() -> dict[str, str]:
     return env
 
 
-def free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 def model_config(name: str, path: Path, **overrides: Any) -> dict[str, Any]:
     engine = {
         "max_num_seqs": 16,
@@ -61,69 +52,27 @@ def model_config(name: str, path: Path, **overrides: Any) -> dict[str, Any]:
     return {"name": name, "path": str(path), "engine": engine, **overrides}
 
 
-@dataclass
-class ServerProcess:
-    proc: subprocess.Popen[bytes]
-    url: str
-    log_path: Path
+class ServerProcess(LocalServer):
+    """A `tolk serve` process with a config written from `models` and `server` fields."""
 
     @classmethod
-    def start(
+    def launch(
         cls, workdir: Path, name: str, models: list[dict[str, Any]], **server: Any
     ) -> ServerProcess:
         port = free_port()
         config = {"server": {"host": "127.0.0.1", "port": port, **server}, "models": models}
         config_path = workdir / f"{name}.yaml"
         config_path.write_text(yaml.safe_dump(config))
-        log_path = workdir / f"{name}.log"
-        with log_path.open("wb") as log:
-            proc = subprocess.Popen(
-                [sys.executable, "-m", "tolk", "serve", "--config", str(config_path)],
-                stdout=log,
-                stderr=subprocess.STDOUT,
-                env=runtime_env(),
-                cwd=workdir,
-            )
-        server_process = cls(proc, f"http://127.0.0.1:{port}", log_path)
-        server_process.wait_ready(timeout=240)
-        return server_process
-
-    def log(self) -> str:
-        return self.log_path.read_text(errors="replace")
-
-    def wait_ready(self, timeout: float) -> None:
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if self.proc.poll() is not None:
-                raise RuntimeError(f"server exited ({self.proc.returncode}):\n{self.log()[-5000:]}")
-            try:
-                if httpx.get(f"{self.url}/ready", timeout=2).status_code == 200:
-                    return
-            except httpx.TransportError:
-                pass
-            time.sleep(0.25)
-        self.stop()
-        raise RuntimeError(f"server not ready after {timeout} s:\n{self.log()[-5000:]}")
-
-    def descendants(self) -> list[psutil.Process]:
-        try:
-            return psutil.Process(self.proc.pid).children(recursive=True)
-        except psutil.NoSuchProcess:
-            return []
-
-    def stop(self, timeout: float = 60) -> None:
-        """SIGTERM, wait; SIGKILL whatever is left (the process and its descendants)."""
-        family = self.descendants()
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.wait(timeout)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait(10)
-        _, alive = psutil.wait_procs(family, timeout=10)
-        for p in alive:
-            p.kill()
+        command = [sys.executable, "-m", "tolk", "serve", "--config", str(config_path)]
+        started = LocalServer.start(
+            command,
+            port,
+            workdir / f"{name}.log",
+            env=runtime_env(),
+            cwd=workdir,
+            ready_timeout=240,
+        )
+        return cls(started.proc, started.url, started.log_path)
 
 
 def metric_samples(text: str, name: str) -> list[tuple[dict[str, str], float]]:

@@ -41,7 +41,7 @@ class PairServer:
 @pytest.fixture(scope="module")
 def pair_server(test_model: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[PairServer]:
     workdir = tmp_path_factory.mktemp("pair-server")
-    server = ServerProcess.start(
+    server = ServerProcess.launch(
         workdir,
         "pairs",
         [

@@ -40,7 +40,7 @@ def level_rows(results: dict[str, Any]) -> list[list[str]]:
         errors = ", ".join(f"{k}:{v}" for k, v in s["errors"].items()) or "0"
         rows.append(
             [
-                _fmt(level["level"]),
+                f"{level['level']:g}",
                 str(s["requests"]),
                 errors,
                 _fmt(s["rps"]),

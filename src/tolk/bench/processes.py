@@ -1,0 +1,92 @@
+"""Servers the benchmarks start and stop themselves: a subprocess on a loopback port, ready
+when its /ready answers 200, stopped by PID with SIGTERM (SIGKILL for anything left)."""
+
+from __future__ import annotations
+
+import contextlib
+import signal
+import socket
+import subprocess
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import httpx
+import psutil
+
+
+def free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@dataclass
+class LocalServer:
+    proc: subprocess.Popen[bytes]
+    url: str
+    log_path: Path
+
+    @classmethod
+    def start(
+        cls,
+        command: Sequence[str],
+        port: int,
+        log_path: Path,
+        *,
+        env: Mapping[str, str] | None = None,
+        cwd: Path | None = None,
+        ready_timeout: float = 300,
+    ) -> LocalServer:
+        with log_path.open("wb") as log:
+            proc = subprocess.Popen(
+                list(command), stdout=log, stderr=subprocess.STDOUT, env=env, cwd=cwd
+            )
+        server = cls(proc, f"http://127.0.0.1:{port}", log_path)
+        try:
+            server.wait_ready(ready_timeout)
+        except BaseException:
+            server.stop()
+            raise
+        return server
+
+    def log(self) -> str:
+        return self.log_path.read_text(errors="replace")
+
+    def wait_ready(self, timeout: float) -> None:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise RuntimeError(
+                    f"server exited with {self.proc.returncode} before it was ready; "
+                    f"last log lines:\n{self.log()[-4000:]}"
+                )
+            try:
+                if httpx.get(f"{self.url}/ready", timeout=2).status_code == 200:
+                    return
+            except httpx.TransportError:
+                pass
+            time.sleep(0.25)
+        raise RuntimeError(f"server not ready after {timeout:.0f} s; log: {self.log_path}")
+
+    def descendants(self) -> list[psutil.Process]:
+        try:
+            return psutil.Process(self.proc.pid).children(recursive=True)
+        except psutil.NoSuchProcess:
+            return []
+
+    def stop(self, timeout: float = 60) -> None:
+        """SIGTERM and wait; then SIGKILL the process and any descendant still alive."""
+        family = self.descendants()
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(timeout)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait(10)
+        _, alive = psutil.wait_procs(family, timeout=10)
+        for process in alive:
+            with contextlib.suppress(psutil.NoSuchProcess):
+                process.kill()
