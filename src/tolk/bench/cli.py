@@ -85,3 +85,48 @@ def run_command(
     for warning in results["warnings"]:
         console.print(f"[yellow]warning:[/yellow] {warning}")
     console.print("wrote " + ", ".join(str(p) for p in written))
+
+
+@app.command("journey")
+def journey_command(
+    config: Annotated[Path, typer.Option(help="tolk config holding the model.")] = Path(
+        "configs/demo.yaml"
+    ),
+    model: Annotated[str, typer.Option(help="The model (by name) every architecture serves.")] = (
+        "demo"
+    ),
+    workloads: Annotated[str, typer.Option(help="Comma-separated workloads.")] = "uniform,variable",
+    concurrency: Annotated[int, typer.Option(help="Concurrent clients.")] = 25,
+    requests: Annotated[int, typer.Option(help="Requests per architecture and workload.")] = 100,
+    warmup: Annotated[int, typer.Option(help="Unrecorded requests first.")] = 5,
+    architectures: Annotated[
+        str | None, typer.Option(help="Comma-separated subset (default: all five).")
+    ] = None,
+    items: Annotated[int, typer.Option(help="Distinct texts per workload.")] = 200,
+    seed: Annotated[int, typer.Option()] = 0,
+    out: Annotated[Path | None, typer.Option(help="Output directory.")] = None,
+) -> None:
+    """Reproduce the case study's journey: baseline, static batching, continuous batching."""
+    from tolk.bench import journey
+
+    chosen = journey.select(architectures.split(",") if architectures else None)
+    loads = [load(w.strip(), items, seed) for w in workloads.split(",") if w.strip()]
+    out_dir = out or default_out("journey")
+    out_dir.mkdir(parents=True, exist_ok=True)
+    with progress_bar() as progress:
+        results = asyncio.run(
+            journey.run_journey(
+                config,
+                model,
+                loads,
+                chosen,
+                concurrency=concurrency,
+                requests=requests,
+                warmup=warmup,
+                workdir=out_dir,
+                progress=progress,
+            )
+        )
+    written = journey.write(results, out_dir)
+    console.print(journey.table(results))
+    console.print("wrote " + ", ".join(str(p) for p in written))
