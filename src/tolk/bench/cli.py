@@ -130,3 +130,42 @@ def journey_command(
     written = journey.write(results, out_dir)
     console.print(journey.table(results))
     console.print("wrote " + ", ".join(str(p) for p in written))
+
+
+@app.command("overhead")
+def overhead_command(
+    config: Annotated[Path, typer.Option(help="tolk config holding the model.")] = Path(
+        "configs/demo.yaml"
+    ),
+    model: Annotated[str, typer.Option(help="The model (by name).")] = "demo",
+    workload: Annotated[str, typer.Option(help="Workload.")] = "variable",
+    concurrency: Annotated[int, typer.Option(help="Concurrent requests.")] = 25,
+    requests: Annotated[int, typer.Option(help="Requests per round and path.")] = 200,
+    rounds: Annotated[int, typer.Option(help="Alternating direct/HTTP rounds.")] = 2,
+    warmup: Annotated[int, typer.Option(help="Unrecorded requests first.")] = 5,
+    items: Annotated[int, typer.Option(help="Distinct texts.")] = 200,
+    seed: Annotated[int, typer.Option()] = 0,
+    out: Annotated[Path | None, typer.Option(help="Output directory.")] = None,
+) -> None:
+    """The same requests directly on AsyncLLM in-process and through tolk's HTTP API."""
+    from tolk.bench import overhead
+
+    out_dir = out or default_out("overhead")
+    out_dir.mkdir(parents=True, exist_ok=True)
+    with progress_bar() as progress:
+        results = asyncio.run(
+            overhead.run_overhead(
+                config,
+                model,
+                load(workload, items, seed),
+                concurrency=concurrency,
+                requests=requests,
+                rounds=rounds,
+                warmup=warmup,
+                workdir=out_dir,
+                progress=progress,
+            )
+        )
+    path = overhead.write(results, out_dir)
+    console.print(overhead.table(results))
+    console.print(f"wrote {path}")

@@ -65,6 +65,7 @@ def select(keys: Sequence[str] | None) -> tuple[Architecture, ...]:
 
 def start(arch: Architecture, config_path: Path, model: str, workdir: Path) -> LocalServer:
     port = free_port()
+    config_path = config_path.resolve()  # the server runs in workdir
     log_path = workdir / f"{arch.key}.log"
     if arch.kind == "baseline":
         command = [

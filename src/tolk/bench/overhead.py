@@ -1,0 +1,237 @@
+"""`tolk bench overhead`: what tolk's HTTP layer costs, measured against the engine itself.
+
+The same requests at the same concurrency, once awaited directly on vLLM's AsyncLLM in this
+process (prompts rendered beforehand, so only generation is timed) and once through a tolk
+server over HTTP; rounds alternate so that drift on a noisy machine hits both alike. This is
+one of the places the bench deliberately uses the engine directly.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import datetime as dt
+import json
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+from rich.progress import Progress
+from rich.table import Table
+
+from tolk.bench import loadgen
+from tolk.bench.processes import LocalServer, free_port
+from tolk.bench.stats import RequestRecord, summarize
+from tolk.bench.workloads import Workload
+from tolk.config import ModelSettings, load_config
+
+SCHEMA = "tolk.bench.overhead/1"
+
+
+@dataclass(frozen=True)
+class Prepared:
+    prompt_ids: list[int]
+    max_tokens: int
+
+
+async def _direct_round(
+    settings: ModelSettings,
+    workload: Workload,
+    concurrency: int,
+    requests: int,
+    warmup: int,
+    advance: Any,
+) -> dict[str, Any]:
+    from tolk.engine import EngineMetrics, ModelEngine
+    from tolk.languages import lang
+    from tolk.translation.prompts import FORMATS
+    from tolk.translation.service import output_budget, render
+
+    engine = ModelEngine.start(settings, EngineMetrics())
+    try:
+        tokenizer = engine.tokenizer
+        prepared = []
+        for item in workload.items:
+            ids = render(
+                FORMATS[settings.prompt_format](
+                    item.text, lang(item.source_lang), lang(item.target_lang)
+                ),
+                tokenizer,
+            )
+            source_tokens = len(tokenizer.encode(item.text, add_special_tokens=False))
+            prepared.append(
+                Prepared(
+                    ids,
+                    output_budget(
+                        source_tokens,
+                        len(ids),
+                        settings.max_tokens_ratio,
+                        settings.max_tokens_extra,
+                        engine.max_model_len,
+                    ),
+                )
+            )
+        stream = (prepared[i % len(prepared)] for i in range(10**9))
+        records: list[RequestRecord] = []
+
+        async def worker(count: list[int], record: bool, t0: float) -> None:
+            while count[0] > 0:
+                count[0] -= 1
+                job = next(stream)
+                started = time.monotonic()
+                generation = await engine.generate(job.prompt_ids, job.max_tokens)
+                if record:
+                    records.append(
+                        RequestRecord(
+                            started - t0,
+                            time.monotonic() - started,
+                            200,
+                            completion_tokens=generation.completion_tokens,
+                        )
+                    )
+                    advance(1)
+
+        await asyncio.gather(*(worker([warmup], False, 0.0) for _ in range(1)))
+        t0 = time.monotonic()
+        budget = [requests]
+        await asyncio.gather(*(worker(budget, True, t0) for _ in range(concurrency)))
+        duration = time.monotonic() - t0
+    finally:
+        engine.shutdown()
+    return {"path": "direct", "summary": summarize(records, duration).to_json()}
+
+
+async def _http_round(
+    config_path: Path,
+    settings: ModelSettings,
+    workload: Workload,
+    concurrency: int,
+    requests: int,
+    warmup: int,
+    workdir: Path,
+    advance: Any,
+) -> dict[str, Any]:
+    config = load_config(config_path)
+    port = free_port()
+    derived = {
+        "server": {**config.server.model_dump(mode="json"), "host": "127.0.0.1", "port": port},
+        "models": [settings.model_dump(mode="json")],
+    }
+    path = workdir / "overhead-server.yaml"
+    path.write_text(yaml.safe_dump(derived))
+    server = LocalServer.start(
+        [sys.executable, "-m", "tolk", "serve", "--config", str(path)],
+        port,
+        workdir / "overhead-server.log",
+        cwd=workdir,
+    )
+    try:
+        async with loadgen.make_client(server.url, concurrency + 4) as client:
+            items = workload.stream()
+            if warmup:
+                await loadgen.closed_loop(client, items, 1, requests=warmup)
+            records, duration = await loadgen.closed_loop(
+                client, items, concurrency, requests=requests, progress=advance
+            )
+    finally:
+        server.stop()
+    return {"path": "http", "summary": summarize(records, duration).to_json()}
+
+
+async def run_overhead(
+    config_path: Path,
+    model: str,
+    workload: Workload,
+    *,
+    concurrency: int,
+    requests: int,
+    rounds: int,
+    warmup: int,
+    workdir: Path,
+    progress: Progress | None = None,
+) -> dict[str, Any]:
+    settings = next(m for m in load_config(config_path).models if m.name == model)
+    measured: list[dict[str, Any]] = []
+    for round_number in range(1, rounds + 1):
+        for path in ("direct", "http"):
+            task = (
+                progress.add_task(f"round {round_number}: {path}", total=requests)
+                if progress
+                else None
+            )
+
+            def advance(n: int, task: Any = task) -> None:
+                if progress is not None and task is not None:
+                    progress.advance(task, n)
+
+            if path == "direct":
+                result = await _direct_round(
+                    settings, workload, concurrency, requests, warmup, advance
+                )
+            else:
+                result = await _http_round(
+                    config_path, settings, workload, concurrency, requests, warmup, workdir, advance
+                )
+            result["round"] = round_number
+            measured.append(result)
+    totals: dict[str, float] = {}
+    for path in ("direct", "http"):
+        runs = [m["summary"] for m in measured if m["path"] == path]
+        totals[f"{path}_rps"] = sum(r["ok"] for r in runs) / sum(r["duration_s"] for r in runs)
+    http = [m["summary"] for m in measured if m["path"] == "http"]
+    return {
+        "schema": SCHEMA,
+        "started_at": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
+        "model": model,
+        "config": str(config_path),
+        "workload": workload.describe(),
+        "concurrency": concurrency,
+        "requests_per_round": requests,
+        "rounds": measured,
+        "direct_rps": totals["direct_rps"],
+        "http_rps": totals["http_rps"],
+        "ratio": totals["http_rps"] / totals["direct_rps"],
+        # Service overhead: client latency minus the engine time the server reports.
+        "overhead_ms_p50": max(r["overhead_ms"].get("p50", float("nan")) for r in http),
+        "overhead_ms_p95": max(r["overhead_ms"].get("p95", float("nan")) for r in http),
+    }
+
+
+def table(results: dict[str, Any]) -> Table:
+    out = Table(title=f"HTTP vs direct AsyncLLM, concurrency {results['concurrency']}")
+    for header in (
+        "round",
+        "path",
+        "req/s",
+        "p50 s",
+        "p95 s",
+        "overhead p50 ms",
+        "overhead p95 ms",
+    ):
+        out.add_column(header, justify="right")
+    for m in results["rounds"]:
+        s = m["summary"]
+        out.add_row(
+            str(m["round"]),
+            m["path"],
+            f"{s['rps']:.2f}",
+            f"{s['latency_s']['p50']:.2f}",
+            f"{s['latency_s']['p95']:.2f}",
+            f"{s['overhead_ms'].get('p50', float('nan')):.1f}",
+            f"{s['overhead_ms'].get('p95', float('nan')):.1f}",
+        )
+    out.caption = (
+        f"direct {results['direct_rps']:.2f} req/s, HTTP {results['http_rps']:.2f} "
+        f"req/s, ratio {results['ratio']:.3f}; service overhead p95 "
+        f"{results['overhead_ms_p95']:.1f} ms"
+    )
+    return out
+
+
+def write(results: dict[str, Any], out_dir: Path) -> Path:
+    out_dir.mkdir(parents=True, exist_ok=True)
+    path = out_dir / "overhead.json"
+    path.write_text(json.dumps(results, indent=1))
+    return path
