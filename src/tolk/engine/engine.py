@@ -95,6 +95,21 @@ def sampling_params(sampling: SamplingSettings, max_tokens: int) -> Any:
     )
 
 
+def load_tokenizer(settings: ModelSettings) -> Tokenizer:
+    """tolk's own instance of the model's tokenizer, used only on the event loop's thread.
+
+    Not vLLM's (`AsyncLLM.get_tokenizer()`): that one is a thread-safe pool shared with vLLM's
+    input-processing threads, and when its copy is borrowed it deep-copies the whole
+    tokenizer, which cost tens of milliseconds in the request path under load.
+    """
+    from transformers import AutoTokenizer
+
+    tokenizer: Tokenizer = AutoTokenizer.from_pretrained(
+        settings.path, trust_remote_code=settings.engine.trust_remote_code
+    )
+    return tokenizer
+
+
 _request_ids = itertools.count()
 
 
@@ -105,7 +120,7 @@ class ModelEngine:
         self.settings = settings
         self.name = settings.name
         self._llm = llm
-        self.tokenizer: Tokenizer = llm.get_tokenizer()
+        self.tokenizer = load_tokenizer(settings)
         self.max_model_len: int = int(llm.model_config.max_model_len)
         self.started_at = time.time()
 

@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+from collections.abc import Collection, Iterator
+
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
-from prometheus_client.registry import Collector
+from prometheus_client.metrics_core import Metric
+
+from tolk.engine import EngineMetrics
 
 LATENCY_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 20, 30, 60, 120)
 OVERHEAD_BUCKETS = (0.0002, 0.0005, 0.001, 0.002, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1)
@@ -47,8 +51,39 @@ class ServiceMetrics:
             "tolk_engine_up", "1 while the model's engine is alive, else 0.", ["model"], registry=r
         )
 
-    def include(self, collector: Collector) -> None:
-        self.registry.register(collector)
+    def include(self, engine_metrics: EngineMetrics) -> None:
+        self.registry.register(engine_metrics)
+        self._engine_metrics = engine_metrics
 
-    def exposition(self) -> bytes:
-        return generate_latest(self.registry)
+    def exposition(self, names: Collection[str] = ()) -> bytes:
+        """Prometheus text; with `names` only those families (`/metrics?name[]=...`, as
+        prometheus_client's own handler offers; its restricted_registry cannot see inside
+        the engine collector, so the filter is applied here)."""
+        if not names:
+            return generate_latest(self.registry)
+        return generate_latest(_Only(self, set(names)))
+
+
+class _Only:
+    """A registry-like view holding only the named metric families."""
+
+    def __init__(self, metrics: ServiceMetrics, names: set[str]) -> None:
+        self.metrics = metrics
+        self.names = names
+
+    def collect(self) -> Iterator[Metric]:
+        for collector in (
+            self.metrics.requests,
+            self.metrics.latency,
+            self.metrics.in_flight,
+            self.metrics.overhead,
+            self.metrics.texts,
+            self.metrics.characters,
+            self.metrics.engine_up,
+        ):
+            for family in collector.collect():
+                if family.name in self.names:
+                    yield family
+        engine_metrics = getattr(self.metrics, "_engine_metrics", None)
+        if engine_metrics is not None:
+            yield from engine_metrics.collect_only(self.names)
