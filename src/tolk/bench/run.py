@@ -54,9 +54,9 @@ async def run(plan: RunPlan, progress: Progress | None = None) -> dict[str, Any]
         raise ValueError("give --concurrency levels or --rate levels")
     peak = int(max(plan.concurrency, default=0)) or 256
     async with loadgen.make_client(plan.url, connections=peak + 4) as client:
-        probe = await client.get("/ready")
-        if probe.status_code != 200:
-            raise RuntimeError(f"{plan.url}/ready answered {probe.status_code}: {probe.text}")
+        status, text = await loadgen.get_text(client, "/ready")
+        if status != 200:
+            raise RuntimeError(f"{plan.url}/ready answered {status}: {text}")
         ceiling = await loadgen.ceiling(client, concurrency=min(max(peak, 8), 64))
         results: dict[str, Any] = {
             "schema": "tolk.bench.run/1",

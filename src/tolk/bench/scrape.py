@@ -9,7 +9,7 @@ import time
 from collections import defaultdict
 from dataclasses import dataclass, field
 
-import httpx
+import aiohttp
 from prometheus_client.parser import text_string_to_metric_families
 
 from tolk.bench.stats import histogram_quantile
@@ -76,6 +76,12 @@ def _le(bound: float) -> str:
     return "+Inf" if bound == float("inf") else repr(bound)
 
 
+# Only these are fetched while a level runs: a full exposition costs the server milliseconds
+# of event-loop time, which would show up as overhead in the very latencies being measured.
+TIMELINE = ["vllm:num_requests_running", "vllm:num_requests_waiting", "vllm:kv_cache_usage_perc"]
+TIMELINE_QUERY = [("name[]", name) for name in TIMELINE]
+
+
 @dataclass(frozen=True)
 class TimelinePoint:
     t: float
@@ -87,7 +93,7 @@ class TimelinePoint:
 class TimelineSampler:
     """Samples running/waiting requests and KV cache usage every `interval` seconds."""
 
-    def __init__(self, client: httpx.AsyncClient, interval: float = 0.25) -> None:
+    def __init__(self, client: aiohttp.ClientSession, interval: float = 0.25) -> None:
         self.client = client
         self.interval = interval
         self.points: list[TimelinePoint] = []
@@ -97,8 +103,8 @@ class TimelineSampler:
     async def _run(self) -> None:
         while True:
             try:
-                response = await self.client.get("/metrics")
-                snap = Snapshot.parse(response.text)
+                async with self.client.get("/metrics", params=TIMELINE_QUERY) as response:
+                    snap = Snapshot.parse(await response.text())
                 self.points.append(
                     TimelinePoint(
                         round(time.monotonic() - self._t0, 3),
@@ -107,7 +113,7 @@ class TimelineSampler:
                         snap.get("vllm:kv_cache_usage_perc"),
                     )
                 )
-            except httpx.HTTPError:
+            except (aiohttp.ClientError, TimeoutError):
                 pass  # a missed sample is a gap in the chart, not a failed benchmark
             await asyncio.sleep(self.interval)
 
@@ -123,5 +129,6 @@ class TimelineSampler:
         return self.points
 
 
-async def snapshot(client: httpx.AsyncClient) -> Snapshot:
-    return Snapshot.parse((await client.get("/metrics")).text)
+async def snapshot(client: aiohttp.ClientSession) -> Snapshot:
+    async with client.get("/metrics") as response:
+        return Snapshot.parse(await response.text())
