@@ -1,0 +1,169 @@
+"""`tolk bench run`, `journey` and `overhead` end to end on the test model (few requests)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from tests.helpers import ServerProcess, model_config, runtime_env
+
+pytestmark = pytest.mark.engine
+
+
+def tolk(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+    result = subprocess.run(
+        [sys.executable, "-m", "tolk", *args],
+        capture_output=True,
+        text=True,
+        cwd=cwd,
+        env=runtime_env(),
+        timeout=900,
+    )
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-5000:]
+    return result
+
+
+@pytest.fixture(scope="module")
+def bench_config(test_model: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    path = tmp_path_factory.mktemp("bench-config") / "tolk.yaml"
+    model = model_config("demo", test_model, languages=["en", "de", "ne"])
+    model["engine"]["max_model_len"] = 2048
+    path.write_text(yaml.safe_dump({"server": {"request_timeout": 60}, "models": [model]}))
+    return path
+
+
+def test_bench_run_closed_and_open_loop(main_server: ServerProcess, tmp_path: Path) -> None:
+    out = tmp_path / "run"
+    result = tolk(
+        "bench",
+        "run",
+        "--url",
+        main_server.url,
+        "--concurrency",
+        "1,4",
+        "--requests",
+        "6",
+        "--warmup",
+        "1",
+        "--out",
+        str(out),
+        cwd=tmp_path,
+    )
+    assert "req/s" in result.stdout
+    data: dict[str, Any] = json.loads((out / "results.json").read_text())
+    assert data["schema"] == "tolk.bench.run/1"
+    assert data["mode"] == "closed"
+    assert data["generator_ceiling_rps"] > 0
+    assert [level["level"] for level in data["levels"]] == [1.0, 4.0]
+    for level in data["levels"]:
+        summary, records = level["summary"], level["records"]
+        assert len(records) == summary["requests"] == summary["ok"] == 6
+        assert summary["rps"] == pytest.approx(6 / summary["duration_s"])
+        assert all(r["completion_tokens"] > 0 and r["engine_seconds"] > 0 for r in records)
+        assert summary["overhead_ms"]["p95"] >= summary["overhead_ms"]["p50"] >= 0
+        assert level["engine"]["ttft_s_mean"] > 0
+        assert level["engine"]["e2e_s_mean"] > 0
+        assert level["timeline"], "running/waiting sampled during the level"
+    assert data["levels"][1]["engine"]["running_peak"] >= 2
+    for name in ("report.md", "levels.png", "latency_over_time.png", "timeline.png"):
+        assert (out / name).stat().st_size > 0
+
+    out = tmp_path / "open"
+    tolk(
+        "bench",
+        "run",
+        "--url",
+        main_server.url,
+        "--rate",
+        "4",
+        "--requests",
+        "6",
+        "--warmup",
+        "0",
+        "--workload",
+        "articles",
+        "--out",
+        str(out),
+        cwd=tmp_path,
+    )
+    data = json.loads((out / "results.json").read_text())
+    assert data["mode"] == "open"
+    assert data["workload"]["pairs"] == ["en>ne", "ne>en"]
+    assert data["levels"][0]["summary"]["ok"] == 6
+
+
+def test_bench_journey_runs_every_architecture(bench_config: Path, tmp_path: Path) -> None:
+    out = tmp_path / "journey"
+    result = tolk(
+        "bench",
+        "journey",
+        "--config",
+        str(bench_config),
+        "--model",
+        "demo",
+        "--workloads",
+        "variable",
+        "--concurrency",
+        "2",
+        "--requests",
+        "3",
+        "--warmup",
+        "0",
+        "--out",
+        str(out),
+        cwd=tmp_path,
+    )
+    assert "The architecture journey" in result.stdout
+    data = json.loads((out / "journey.json").read_text())
+    assert data["schema"] == "tolk.bench.journey/1"
+    runs = {run["architecture"]: run for run in data["runs"]}
+    assert list(runs) == [
+        "baseline-1-worker",
+        "baseline-2-workers",
+        "static-batching",
+        "tolk-64",
+        "tolk-16",
+    ]
+    for run in runs.values():
+        assert run["summary"]["ok"] == 3, run
+        assert run["ratio_to_baseline"] == pytest.approx(
+            run["summary"]["rps"] / runs["baseline-1-worker"]["summary"]["rps"]
+        )
+    assert runs["baseline-1-worker"]["ratio_to_baseline"] == 1.0
+    assert (out / "journey.png").stat().st_size > 0
+    assert "| Static batching (16, 50 ms) | variable |" in (out / "journey.md").read_text()
+
+
+def test_bench_overhead_compares_direct_and_http(bench_config: Path, tmp_path: Path) -> None:
+    out = tmp_path / "overhead"
+    tolk(
+        "bench",
+        "overhead",
+        "--config",
+        str(bench_config),
+        "--model",
+        "demo",
+        "--concurrency",
+        "4",
+        "--requests",
+        "8",
+        "--rounds",
+        "1",
+        "--warmup",
+        "1",
+        "--out",
+        str(out),
+        cwd=tmp_path,
+    )
+    data = json.loads((out / "overhead.json").read_text())
+    assert data["schema"] == "tolk.bench.overhead/1"
+    assert [(r["round"], r["path"]) for r in data["rounds"]] == [(1, "direct"), (1, "http")]
+    assert all(r["summary"]["ok"] == 8 for r in data["rounds"])
+    assert data["ratio"] == pytest.approx(data["http_rps"] / data["direct_rps"])
+    assert data["overhead_ms_p95"] >= 0

@@ -1,0 +1,197 @@
+"""The bench's pure parts on plain data: statistics, workloads, arrivals, scraping, reports."""
+
+from __future__ import annotations
+
+import json
+import math
+import random
+from pathlib import Path
+
+import pytest
+
+from tolk.bench import journey, report
+from tolk.bench.loadgen import engine_seconds, poisson_arrivals
+from tolk.bench.scrape import Snapshot, engine_summary
+from tolk.bench.stats import Latency, RequestRecord, histogram_quantile, percentile, summarize
+from tolk.bench.workloads import WORDS_PER_TOKEN, articles, from_jsonl, load, uniform, variable
+
+
+def test_percentile_interpolates_linearly() -> None:
+    data = [float(x) for x in range(1, 11)]
+    assert percentile(data, 50) == 5.5
+    assert percentile(data, 95) == pytest.approx(9.55)
+    assert percentile(data, 0) == 1.0
+    assert percentile(data, 100) == 10.0
+    assert percentile([3.0], 99) == 3.0
+    assert math.isnan(percentile([], 50))
+
+
+def test_latency_summary() -> None:
+    latency = Latency.of([1.0, 2.0, 3.0, 4.0])
+    assert (latency.p50, latency.mean) == (2.5, 2.5)
+    assert latency.p99 == pytest.approx(3.97)
+
+
+def test_summarize_counts_errors_and_overhead() -> None:
+    records = [
+        RequestRecord(0.0, 1.0, 200, completion_tokens=10, engine_seconds=0.99),
+        RequestRecord(0.1, 2.0, 200, completion_tokens=30, engine_seconds=1.97),
+        RequestRecord(0.2, 0.01, 503, "overloaded"),
+        RequestRecord(0.3, 0.5, 0, "ConnectError"),
+    ]
+    summary = summarize(records, duration=4.0)
+    assert (summary.requests, summary.ok) == (4, 2)
+    assert summary.errors == {"503": 1, "connection": 1}
+    assert summary.rps == 0.5
+    assert summary.output_tokens_per_s == 10.0
+    assert summary.latency_s.p50 == 1.5  # successful requests only
+    assert summary.overhead_ms["p50"] == pytest.approx(20.0)
+
+
+def test_histogram_quantile_matches_prometheus() -> None:
+    buckets = [(0.1, 10.0), (0.5, 60.0), (1.0, 100.0), (math.inf, 100.0)]
+    assert histogram_quantile(0.5, buckets) == pytest.approx(0.42)
+    assert histogram_quantile(0.05, buckets) == pytest.approx(0.05)
+    assert histogram_quantile(0.95, buckets) == pytest.approx(0.9375)
+    assert math.isnan(histogram_quantile(0.5, [(1.0, 0.0)]))
+
+
+def _tokens(text: str) -> float:
+    return len(text.split()) / WORDS_PER_TOKEN
+
+
+def test_variable_workload_spans_10_to_200_tokens_deterministically() -> None:
+    workload = variable(400, seed=1)
+    lengths = [_tokens(i.text) for i in workload.items]
+    assert 9 <= min(lengths) < 25
+    assert 180 < max(lengths) <= 201
+    assert 90 < sum(lengths) / len(lengths) < 120  # same mean as uniform: only spread differs
+    assert variable(400, seed=1) == workload
+    assert variable(400, seed=2) != workload
+
+
+def test_uniform_workload_is_nearly_equal_length() -> None:
+    lengths = [_tokens(i.text) for i in uniform(200, seed=0).items]
+    assert max(lengths) - min(lengths) <= 12
+    assert 95 <= sum(lengths) / len(lengths) <= 105
+
+
+def test_articles_workload_uses_both_directions() -> None:
+    workload = articles(300, seed=0)
+    assert {(i.source_lang, i.target_lang) for i in workload.items} == {("en", "ne"), ("ne", "en")}
+    nepali = [i.text for i in workload.items if i.source_lang == "ne"]
+    assert any("अनुवाद" in text for text in nepali)
+
+
+def test_jsonl_workload(tmp_path: Path) -> None:
+    path = tmp_path / "mine.jsonl"
+    path.write_text(
+        '{"text": "Hi", "source_lang": "en", "target_lang": "de"}\n\n'
+        '{"text": "Yo", "source_lang": "en", "target_lang": "fr"}\n'
+    )
+    workload = load(str(path))
+    assert workload.name == "mine"
+    assert [i.target_lang for i in workload.items] == ["de", "fr"]
+    path.write_text('{"text": "Hi"}\n')
+    with pytest.raises(ValueError, match=r"mine.jsonl:1"):
+        from_jsonl(path)
+    with pytest.raises(ValueError, match="unknown workload"):
+        load("nonsense")
+
+
+def test_poisson_arrivals() -> None:
+    times = poisson_arrivals(10.0, random.Random(3), count=5000)
+    gaps = [b - a for a, b in zip([0.0, *times], times, strict=False)]
+    assert len(times) == 5000
+    assert times == sorted(times)
+    assert sum(gaps) / len(gaps) == pytest.approx(0.1, rel=0.05)
+    # Exponential gaps: about 1/e of them exceed the mean.
+    assert sum(g > 0.1 for g in gaps) / len(gaps) == pytest.approx(math.exp(-1), abs=0.03)
+    within = poisson_arrivals(10.0, random.Random(3), duration=2.0)
+    assert within
+    assert max(within) < 2.0
+    assert within == times[: len(within)]
+
+
+def test_engine_seconds_from_server_timing() -> None:
+    assert engine_seconds({"server-timing": "engine;dur=123.5"}) == pytest.approx(0.1235)
+    assert engine_seconds({"server-timing": "db;dur=1, engine;dur=2"}) == pytest.approx(0.002)
+    assert engine_seconds({}) is None
+
+
+METRICS_BEFORE = """\
+# TYPE vllm:time_to_first_token_seconds histogram
+vllm:time_to_first_token_seconds_bucket{le="0.1",model_name="a"} 1.0
+vllm:time_to_first_token_seconds_bucket{le="1.0",model_name="a"} 2.0
+vllm:time_to_first_token_seconds_bucket{le="+Inf",model_name="a"} 2.0
+vllm:time_to_first_token_seconds_count{model_name="a"} 2.0
+vllm:time_to_first_token_seconds_sum{model_name="a"} 0.6
+# TYPE vllm:num_preemptions counter
+vllm:num_preemptions_total{model_name="a"} 1.0
+"""
+METRICS_AFTER = METRICS_BEFORE.replace('"1.0",model_name="a"} 2.0', '"1.0",model_name="a"} 6.0')
+METRICS_AFTER = METRICS_AFTER.replace('"+Inf",model_name="a"} 2.0', '"+Inf",model_name="a"} 6.0')
+METRICS_AFTER = METRICS_AFTER.replace('_count{model_name="a"} 2.0', '_count{model_name="a"} 6.0')
+METRICS_AFTER = METRICS_AFTER.replace('_sum{model_name="a"} 0.6', '_sum{model_name="a"} 2.6')
+METRICS_AFTER = METRICS_AFTER.replace(
+    'preemptions_total{model_name="a"} 1.0', 'preemptions_total{model_name="a"} 3.0'
+)
+
+
+def test_engine_summary_uses_differences() -> None:
+    summary = engine_summary(Snapshot.parse(METRICS_BEFORE), Snapshot.parse(METRICS_AFTER))
+    assert summary["ttft_s_mean"] == pytest.approx(0.5)  # 2.0 s over 4 new requests
+    assert summary["ttft_s_p50"] == pytest.approx(0.55)  # all 4 new ones in (0.1, 1.0]
+    assert summary["preemptions"] == 2.0
+
+
+def _results() -> dict[str, object]:
+    level = {
+        "level": 5.0,
+        "summary": summarize([RequestRecord(0.0, 1.0, 200, engine_seconds=0.9)], 1.0).to_json(),
+        "engine": {"ttft_s_p50": 0.1, "kv_cache_peak": 0.5, "running_peak": 4.0},
+        "timeline": [{"t": 0.0, "running": 1.0, "waiting": 0.0, "kv_cache": 0.1}],
+        "records": [{"start": 0.0, "latency": 1.0, "status": 200}],
+    }
+    return {
+        "schema": report.SCHEMA,
+        "started_at": "2026-01-01T00:00:00+00:00",
+        "url": "u",
+        "mode": "closed",
+        "workload": {"name": "variable"},
+        "generator_ceiling_rps": 500.0,
+        "warnings": [],
+        "levels": [level],
+    }
+
+
+def test_report_writes_json_markdown_and_charts(tmp_path: Path) -> None:
+    written = report.write(_results(), tmp_path)
+    assert sorted(p.name for p in written) == [
+        "latency_over_time.png",
+        "levels.png",
+        "report.md",
+        "results.json",
+        "timeline.png",
+    ]
+    data = json.loads((tmp_path / "results.json").read_text())
+    assert data["schema"] == "tolk.bench.run/1"
+    assert data["levels"][0]["summary"]["overhead_ms"]["p50"] == pytest.approx(100.0)
+    assert "| 5 | 1 | 0 | 1.00 |" in (tmp_path / "report.md").read_text()
+    assert all(p.stat().st_size > 1000 for p in written if p.suffix == ".png")
+
+
+def test_journey_architectures() -> None:
+    assert [a.key for a in journey.select(None)] == [
+        "baseline-1-worker",
+        "baseline-2-workers",
+        "static-batching",
+        "tolk-64",
+        "tolk-16",
+    ]
+    assert [a.key for a in journey.select(["tolk-16", "baseline-1-worker"])] == [
+        "baseline-1-worker",
+        "tolk-16",
+    ]
+    with pytest.raises(ValueError, match="unknown architecture"):
+        journey.select(["nope"])
