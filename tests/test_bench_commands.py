@@ -99,7 +99,7 @@ def test_bench_run_closed_and_open_loop(main_server: ServerProcess, tmp_path: Pa
 
 
 def test_bench_journey_runs_every_architecture(bench_config: Path, tmp_path: Path) -> None:
-    out = tmp_path / "journey"
+    out = tmp_path / "journey"  # passed relative, as scripts/run-benchmarks.sh does
     result = tolk(
         "bench",
         "journey",
@@ -116,7 +116,7 @@ def test_bench_journey_runs_every_architecture(bench_config: Path, tmp_path: Pat
         "--warmup",
         "0",
         "--out",
-        str(out),
+        "journey",
         cwd=tmp_path,
     )
     assert "The architecture journey" in result.stdout
@@ -158,7 +158,7 @@ def test_bench_overhead_compares_direct_and_http(bench_config: Path, tmp_path: P
         "--warmup",
         "1",
         "--out",
-        str(out),
+        "overhead",
         cwd=tmp_path,
     )
     data = json.loads((out / "overhead.json").read_text())

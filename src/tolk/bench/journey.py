@@ -18,12 +18,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import yaml
 from rich.progress import Progress
 from rich.table import Table
 
 from tolk.bench import loadgen
-from tolk.bench.processes import LocalServer, free_port
+from tolk.bench.processes import LocalServer, free_port, start_tolk
+from tolk.bench.run import progress_callback
 from tolk.bench.stats import summarize
 from tolk.bench.workloads import Workload
 from tolk.config import load_config
@@ -64,38 +64,30 @@ def select(keys: Sequence[str] | None) -> tuple[Architecture, ...]:
 
 
 def start(arch: Architecture, config_path: Path, model: str, workdir: Path) -> LocalServer:
+    config = load_config(config_path)
+    settings = next(m for m in config.models if m.name == model)
+    if arch.kind == "tolk":
+        engine = settings.engine.model_copy(update={"max_num_seqs": arch.max_num_seqs})
+        return start_tolk(config, settings.model_copy(update={"engine": engine}), workdir, arch.key)
     port = free_port()
-    config_path = config_path.resolve()  # the server runs in workdir
-    log_path = workdir / f"{arch.key}.log"
-    if arch.kind == "baseline":
-        command = [
-            sys.executable,
-            "-m",
-            "tolk.bench.baselines.mp_server",
-            "--config",
-            str(config_path),
-            "--model",
-            model,
-            "--port",
-            str(port),
-            "--workers",
-            str(arch.workers),
-            "--batch-size",
-            str(arch.batch_size),
-        ]
-    else:
-        config = load_config(config_path)
-        settings = next(m for m in config.models if m.name == model)
-        data = settings.model_dump(mode="json")
-        data["engine"]["max_num_seqs"] = arch.max_num_seqs
-        derived = {
-            "server": {**config.server.model_dump(mode="json"), "host": "127.0.0.1", "port": port},
-            "models": [data],
-        }
-        derived_path = workdir / f"{arch.key}.yaml"
-        derived_path.write_text(yaml.safe_dump(derived))
-        command = [sys.executable, "-m", "tolk", "serve", "--config", str(derived_path)]
-    return LocalServer.start(command, port, log_path, cwd=workdir)
+    command = [
+        sys.executable,
+        "-m",
+        "tolk.bench.baselines.mp_server",
+        "--config",
+        str(config_path.resolve()),
+        "--model",
+        model,
+        "--port",
+        str(port),
+        "--workers",
+        str(arch.workers),
+        "--batch-size",
+        str(arch.batch_size),
+    ]
+    return LocalServer.start(
+        command, port, workdir.resolve() / f"{arch.key}.log", cwd=workdir.resolve()
+    )
 
 
 async def run_journey(
@@ -119,16 +111,7 @@ async def run_journey(
                     items = workload.stream()
                     if warmup:
                         await loadgen.closed_loop(client, items, concurrency, requests=warmup)
-                    task = (
-                        progress.add_task(f"{arch.key} / {workload.name}", total=requests)
-                        if progress
-                        else None
-                    )
-
-                    def advance(n: int, task: Any = task) -> None:
-                        if progress is not None and task is not None:
-                            progress.advance(task, n)
-
+                    advance = progress_callback(progress, f"{arch.key} / {workload.name}", requests)
                     records, duration = await loadgen.closed_loop(
                         client, items, concurrency, requests=requests, progress=advance
                     )

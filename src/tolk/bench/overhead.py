@@ -11,18 +11,17 @@ from __future__ import annotations
 import asyncio
 import datetime as dt
 import json
-import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import yaml
 from rich.progress import Progress
 from rich.table import Table
 
 from tolk.bench import loadgen
-from tolk.bench.processes import LocalServer, free_port
+from tolk.bench.processes import start_tolk
+from tolk.bench.run import progress_callback
 from tolk.bench.stats import RequestRecord, summarize
 from tolk.bench.workloads import Workload
 from tolk.config import ModelSettings, load_config
@@ -113,20 +112,7 @@ async def _http_round(
     workdir: Path,
     advance: Any,
 ) -> dict[str, Any]:
-    config = load_config(config_path)
-    port = free_port()
-    derived = {
-        "server": {**config.server.model_dump(mode="json"), "host": "127.0.0.1", "port": port},
-        "models": [settings.model_dump(mode="json")],
-    }
-    path = workdir / "overhead-server.yaml"
-    path.write_text(yaml.safe_dump(derived))
-    server = LocalServer.start(
-        [sys.executable, "-m", "tolk", "serve", "--config", str(path)],
-        port,
-        workdir / "overhead-server.log",
-        cwd=workdir,
-    )
+    server = start_tolk(load_config(config_path), settings, workdir, "overhead-server")
     try:
         async with loadgen.make_client(server.url, concurrency + 4) as client:
             items = workload.stream()
@@ -156,16 +142,7 @@ async def run_overhead(
     measured: list[dict[str, Any]] = []
     for round_number in range(1, rounds + 1):
         for path in ("direct", "http"):
-            task = (
-                progress.add_task(f"round {round_number}: {path}", total=requests)
-                if progress
-                else None
-            )
-
-            def advance(n: int, task: Any = task) -> None:
-                if progress is not None and task is not None:
-                    progress.advance(task, n)
-
+            advance = progress_callback(progress, f"round {round_number}: {path}", requests)
             if path == "direct":
                 result = await _direct_round(
                     settings, workload, concurrency, requests, warmup, advance

@@ -7,6 +7,7 @@ import contextlib
 import signal
 import socket
 import subprocess
+import sys
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -14,6 +15,9 @@ from pathlib import Path
 
 import httpx
 import psutil
+import yaml
+
+from tolk.config import ModelSettings, TolkConfig
 
 
 def free_port() -> int:
@@ -90,3 +94,17 @@ class LocalServer:
         for process in alive:
             with contextlib.suppress(psutil.NoSuchProcess):
                 process.kill()
+
+
+def start_tolk(config: TolkConfig, model: ModelSettings, workdir: Path, name: str) -> LocalServer:
+    """`tolk serve` with `config`'s server settings and just `model`, on a free loopback port."""
+    workdir = workdir.resolve()  # the server runs in workdir: every path it gets is absolute
+    port = free_port()
+    derived = {
+        "server": {**config.server.model_dump(mode="json"), "host": "127.0.0.1", "port": port},
+        "models": [model.model_dump(mode="json")],
+    }
+    config_path = workdir / f"{name}.yaml"
+    config_path.write_text(yaml.safe_dump(derived))
+    command = [sys.executable, "-m", "tolk", "serve", "--config", str(config_path)]
+    return LocalServer.start(command, port, workdir / f"{name}.log", cwd=workdir)

@@ -49,6 +49,16 @@ def progress_bar() -> Progress:
     )
 
 
+def progress_callback(
+    progress: Progress | None, description: str, total: int | None
+) -> loadgen.Progress:
+    """A callback that advances a new bar of `progress` (or does nothing without one)."""
+    if progress is None:
+        return lambda n: None
+    task = progress.add_task(description, total=total)
+    return lambda n: progress.advance(task, n)
+
+
 async def run(plan: RunPlan, progress: Progress | None = None) -> dict[str, Any]:
     if not plan.levels:
         raise ValueError("give --concurrency levels or --rate levels")
@@ -87,15 +97,7 @@ async def _level(
     name = f"{'rate' if plan.mode == 'open' else 'concurrency'} {level:g}"
     if plan.warmup:
         await loadgen.closed_loop(client, items, max(1, int(level)), requests=plan.warmup)
-    task = None
-    if progress is not None:
-        total = plan.requests if plan.requests is not None else None
-        task = progress.add_task(name, total=total)
-
-    def advance(n: int) -> None:
-        if progress is not None and task is not None:
-            progress.advance(task, n)
-
+    advance = progress_callback(progress, name, plan.requests)
     before = await snapshot(client)
     sampler = TimelineSampler(client, plan.timeline_interval)
     sampler.start(time.monotonic())
