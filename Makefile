@@ -18,7 +18,7 @@ export TORCHINDUCTOR_CACHE_DIR := $(RUNTIME)/inductor
 export VLLM_NO_USAGE_STATS := 1
 export HF_HUB_OFFLINE ?= 1
 
-.PHONY: setup serve test lint typecheck pytest demo-model clean
+.PHONY: setup serve test lint typecheck pytest demo-model benchmarks clean
 
 setup:
 	@mkdir -p $(TMPDIR)
@@ -41,6 +41,9 @@ pytest: setup
 	$(BIN)/pytest
 
 test: lint typecheck pytest
+
+benchmarks: demo-model
+	bash scripts/run-benchmarks.sh
 
 clean:
 	rm -rf .runtime models .pytest_cache .mypy_cache .ruff_cache

@@ -1,0 +1,31 @@
+#!/usr/bin/env bash
+# Reproduces the figures in docs/benchmarks.md on this machine (about 20 minutes on 2 cores).
+# Run through make so that caches stay in .runtime/: `make benchmarks`.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+OUT=${OUT:-docs/benchmarks}
+TOLK=.venv/bin/tolk
+mkdir -p "$OUT"
+
+# 1. The server under load: the demo config (max_num_seqs 16), variable-length inputs.
+PORT=8300
+$TOLK serve --config configs/demo.yaml --port $PORT > "$OUT/serve.log" 2>&1 &
+SERVER=$!
+trap 'kill -TERM $SERVER 2>/dev/null || true' EXIT
+until curl -sf "127.0.0.1:$PORT/ready" > /dev/null; do
+  kill -0 $SERVER || { echo "server failed; see $OUT/serve.log"; exit 1; }
+  sleep 1
+done
+grep -o "tolk ready: .*" "$OUT/serve.log"
+$TOLK bench run --url "http://127.0.0.1:$PORT" --workload variable \
+  --concurrency 1,8,16,25,64 --requests 128 --warmup 5 --out "$OUT/run-variable"
+kill -TERM $SERVER; wait $SERVER || true
+trap - EXIT
+
+# 2. The case study's journey at concurrency 25.
+$TOLK bench journey --config configs/demo.yaml --model demo --workloads uniform,variable \
+  --concurrency 25 --requests 100 --warmup 5 --out "$OUT/journey"
+
+# 3. HTTP vs direct AsyncLLM.
+$TOLK bench overhead --config configs/demo.yaml --model demo --workload variable \
+  --concurrency 25 --requests 200 --rounds 2 --out "$OUT/overhead"
