@@ -46,7 +46,12 @@ def pair_server(test_model: Path, tmp_path_factory: pytest.TempPathFactory) -> I
         "pairs",
         [
             model_config("alpha", test_model, languages=["en", "de"], max_tokens_ratio=3),
-            model_config("beta", test_model, pairs=["en>ne", "ne>en"], engine={"max_num_seqs": 4}),
+            model_config(
+                "beta",
+                test_model,
+                pairs=["en>ne", "ne>en"],
+                engine={"max_num_seqs": 4, "max_model_len": 256},
+            ),
         ],
         request_timeout=120,
         shutdown_grace=GRACE,
@@ -77,6 +82,15 @@ def test_routes_each_pair_to_the_model_that_serves_it(pair_server: PairServer) -
     ]
     error = assert_error(translate(url, "en", "de", model="beta"), 400, "unsupported_language_pair")
     assert error["supported"] == [{"model": "beta", "pairs": ["en>ne", "ne>en"]}]
+
+
+def test_prompt_longer_than_the_context_is_413(pair_server: PairServer, texts: TextMaker) -> None:
+    body = {"text": texts.text(230), "source_lang": "en", "target_lang": "ne"}
+    response = httpx.post(f"{pair_server.url}/translate", json=body, timeout=60)
+    error = assert_error(response, 413, "payload_too_large")
+    assert error["max_model_len"] == 256
+    assert error["prompt_tokens"] > 230
+    assert "split it into shorter segments" in error["message"]
 
 
 def test_metrics_keep_both_engines(pair_server: PairServer) -> None:

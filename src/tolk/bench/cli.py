@@ -103,6 +103,9 @@ def journey_command(
         str | None, typer.Option(help="Comma-separated subset (default: all five).")
     ] = None,
     items: Annotated[int, typer.Option(help="Distinct texts per workload.")] = 200,
+    timeout: Annotated[
+        float, typer.Option(help="Per-request deadline on every architecture, seconds.")
+    ] = 300.0,
     seed: Annotated[int, typer.Option()] = 0,
     out: Annotated[Path | None, typer.Option(help="Output directory.")] = None,
 ) -> None:
@@ -124,6 +127,7 @@ def journey_command(
                 requests=requests,
                 warmup=warmup,
                 workdir=out_dir,
+                request_timeout=timeout,
                 progress=progress,
             )
         )

@@ -9,7 +9,7 @@ a time (Part 1's baseline); with `batch_size` 16 and a 50 ms collection timeout 
 static batching, with its head-of-line blocking.
 
 Run: python -m tolk.bench.baselines.mp_server --config FILE --model NAME --port P
-         [--workers N] [--batch-size B] [--batch-timeout S]
+         [--workers N] [--batch-size B] [--batch-timeout S] [--timeout S]
 """
 
 from __future__ import annotations
@@ -294,13 +294,16 @@ def main() -> None:
     parser.add_argument("--workers", type=int, default=1)
     parser.add_argument("--batch-size", type=int, default=1)
     parser.add_argument("--batch-timeout", type=float, default=0.05)
+    parser.add_argument("--timeout", type=float, default=30.0, help="per request, seconds")
     args = parser.parse_args()
     import uvicorn
 
     config = load_config(args.config)
     settings = next(m for m in config.models if m.name == args.model)
     logging.basicConfig(level="INFO")
-    app = create_baseline_app(settings, args.workers, args.batch_size, args.batch_timeout)
+    app = create_baseline_app(
+        settings, args.workers, args.batch_size, args.batch_timeout, args.timeout
+    )
     uvicorn.run(app, host="127.0.0.1", port=args.port, log_level="warning")
 
 
