@@ -24,7 +24,7 @@ trap - EXIT
 
 # 2. The case study's journey at concurrency 25.
 $TOLK bench journey --config configs/demo.yaml --model demo --workloads uniform,variable \
-  --concurrency 25 --requests 100 --warmup 5 --out "$OUT/journey"
+  --concurrency 25 --requests 60 --warmup 5 --out "$OUT/journey"
 
 # 3. HTTP vs direct AsyncLLM.
 $TOLK bench overhead --config configs/demo.yaml --model demo --workload variable \

@@ -89,6 +89,8 @@ def start(
         str(arch.workers),
         "--batch-size",
         str(arch.batch_size),
+        "--timeout",
+        str(timeout),
     ]
     return LocalServer.start(
         command, port, workdir.resolve() / f"{arch.key}.log", cwd=workdir.resolve()
