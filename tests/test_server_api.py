@@ -242,3 +242,16 @@ async def test_metrics_has_engine_and_service_metrics(client: httpx.AsyncClient)
     assert overhead[0][1] >= 1
     assert metric_samples(text, "tolk_engine_up") == [({"model": "demo"}, 1.0)]
     assert metric_samples(text, "tolk_characters_translated_total")[0][1] >= 3
+
+
+async def test_metrics_name_filter_returns_only_the_named_families(
+    client: httpx.AsyncClient,
+) -> None:
+    response = await client.get(
+        "/metrics",
+        params=[("name[]", "vllm:num_requests_running"), ("name[]", "tolk_requests_in_flight")],
+    )
+    assert response.status_code == 200
+    names = {line.split()[2] for line in response.text.splitlines() if line.startswith("# TYPE")}
+    assert names == {"vllm:num_requests_running", "tolk_requests_in_flight"}
+    assert metric_samples(response.text, "vllm:num_requests_running")[0][0]["model_name"] == "demo"

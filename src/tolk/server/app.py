@@ -45,14 +45,13 @@ async def watch_engines(pool: ModelPool, metrics: ServiceMetrics) -> None:
 
 
 def create_app(config: TolkConfig) -> FastAPI:
-    metrics = ServiceMetrics()
+    engine_metrics = EngineMetrics()
+    metrics = ServiceMetrics(engine_metrics)
     lifecycle = Lifecycle(config.server.shutdown_grace)
 
     @contextlib.asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         begun = time.monotonic()
-        engine_metrics = EngineMetrics()
-        metrics.include(engine_metrics)
         pool = ModelPool.start(config.models, engine_metrics)
         app.state.pool = pool
         app.state.translator = Translator(

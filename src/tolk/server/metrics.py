@@ -14,7 +14,9 @@ OVERHEAD_BUCKETS = (0.0002, 0.0005, 0.001, 0.002, 0.005, 0.01, 0.025, 0.05, 0.1,
 
 
 class ServiceMetrics:
-    def __init__(self) -> None:
+    """tolk's own metrics plus every engine's (`engine_metrics`), in one registry."""
+
+    def __init__(self, engine_metrics: EngineMetrics) -> None:
         self.registry = CollectorRegistry(auto_describe=True)
         r = self.registry
         self.requests = Counter(
@@ -50,10 +52,17 @@ class ServiceMetrics:
         self.engine_up = Gauge(
             "tolk_engine_up", "1 while the model's engine is alive, else 0.", ["model"], registry=r
         )
-
-    def include(self, engine_metrics: EngineMetrics) -> None:
-        self.registry.register(engine_metrics)
-        self._engine_metrics = engine_metrics
+        self.own = (
+            self.requests,
+            self.latency,
+            self.in_flight,
+            self.overhead,
+            self.texts,
+            self.characters,
+            self.engine_up,
+        )
+        self.engine_metrics = engine_metrics
+        r.register(engine_metrics)
 
     def exposition(self, names: Collection[str] = ()) -> bytes:
         """Prometheus text; with `names` only those families (`/metrics?name[]=...`, as
@@ -72,18 +81,8 @@ class _Only:
         self.names = names
 
     def collect(self) -> Iterator[Metric]:
-        for collector in (
-            self.metrics.requests,
-            self.metrics.latency,
-            self.metrics.in_flight,
-            self.metrics.overhead,
-            self.metrics.texts,
-            self.metrics.characters,
-            self.metrics.engine_up,
-        ):
+        for collector in self.metrics.own:
             for family in collector.collect():
                 if family.name in self.names:
                     yield family
-        engine_metrics = getattr(self.metrics, "_engine_metrics", None)
-        if engine_metrics is not None:
-            yield from engine_metrics.collect_only(self.names)
+        yield from self.metrics.engine_metrics.collect_only(self.names)
