@@ -92,7 +92,7 @@ async def _direct_round(
                     )
                     advance(1)
 
-        await asyncio.gather(*(worker([warmup], False, 0.0) for _ in range(1)))
+        await worker([warmup], False, 0.0)
         t0 = time.monotonic()
         budget = [requests]
         await asyncio.gather(*(worker(budget, True, t0) for _ in range(concurrency)))

@@ -41,9 +41,10 @@ class Snapshot:
     def get(self, name: str, le: str | None = None) -> float:
         return self.values.get((name, le), 0.0)
 
-    def buckets(self, name: str) -> list[tuple[float, float]]:
+    def buckets(self, name: str) -> list[tuple[float, str, float]]:
+        """(upper bound, its `le` label as written, cumulative count), by bound."""
         out = [
-            (float(le), v)
+            (float(le), le, v)
             for (n, le), v in self.values.items()
             if n == f"{name}_bucket" and le is not None
         ]
@@ -59,8 +60,8 @@ def engine_summary(before: Snapshot, after: Snapshot) -> dict[str, float]:
         if count <= 0:
             continue
         deltas = [
-            (bound, value - before.get(f"{name}_bucket", _le(bound)))
-            for bound, value in after.buckets(name)
+            (bound, value - before.get(f"{name}_bucket", le))
+            for bound, le, value in after.buckets(name)
         ]
         out[f"{key}_mean"] = total / count
         out[f"{key}_p50"] = histogram_quantile(0.5, deltas)
@@ -69,11 +70,6 @@ def engine_summary(before: Snapshot, after: Snapshot) -> dict[str, float]:
         "vllm:num_preemptions_total"
     )
     return out
-
-
-def _le(bound: float) -> str:
-    # prometheus_client writes bucket bounds with repr-style floats ("0.5", "+Inf").
-    return "+Inf" if bound == float("inf") else repr(bound)
 
 
 # Only these are fetched while a level runs: a full exposition costs the server milliseconds

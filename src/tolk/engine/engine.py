@@ -122,7 +122,6 @@ class ModelEngine:
         self._llm = llm
         self.tokenizer = load_tokenizer(settings)
         self.max_model_len: int = int(llm.model_config.max_model_len)
-        self.started_at = time.time()
 
     @classmethod
     def start(cls, settings: ModelSettings, metrics: EngineMetrics) -> ModelEngine:

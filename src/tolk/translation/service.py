@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from typing import TypeVar
 
 from tolk.engine import Generation, ModelEngine, ModelPool, Tokenizer
-from tolk.errors import DeadlineExceeded, InvalidLanguage, PayloadTooLarge, TolkError
+from tolk.errors import DeadlineExceeded, InvalidLanguage, PayloadTooLarge
 from tolk.languages import InvalidLanguageCode, Lang, lang
 from tolk.translation.prompts import (
     FORMATS,
@@ -195,4 +195,4 @@ class Translator:
         return keep_outer_whitespace(source_text, clean(generation.text, source_text, target))
 
 
-__all__ = ["Limits", "TolkError", "Translation", "Translator", "Usage"]
+__all__ = ["Limits", "Translation", "Translator", "Usage"]
