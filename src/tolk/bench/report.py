@@ -8,8 +8,9 @@ results.json (schema "tolk.bench.run/1"):
     summary {requests, ok, errors {status: count}, duration_s, rps, output_tokens_per_s,
              latency_s {p50, p95, p99, mean}, overhead_ms {p50, p95}},
     engine {queue_time_s_*, ttft_s_*, inter_token_s_*, e2e_s_* (mean, p50, p95),
-            preemptions, kv_cache_peak, running_peak, waiting_peak},
-    timeline [{t, running, waiting, kv_cache}],
+            preemptions, kv_cache_peak, running_peak, waiting_peak,
+            gpu_util_mean, gpu_util_peak (percent; only where the server reports NVML)},
+    timeline [{t, running, waiting, kv_cache, gpu_util (percent or null)}],
     records [{start, latency, status, error_code, chars_in, chars_out, prompt_tokens,
               completion_tokens, engine_seconds}]
   }]
@@ -56,6 +57,7 @@ def level_rows(results: dict[str, Any]) -> list[list[str]]:
                 _fmt(e.get("preemptions", 0.0), 0),
                 _fmt(e.get("kv_cache_peak", float("nan")) * 100, 1),
                 _fmt(e.get("running_peak", 0.0), 0),
+                _fmt(e.get("gpu_util_mean", float("nan")), 0),
             ]
         )
     return rows
@@ -78,6 +80,7 @@ HEADERS = [
     "preempt",
     "KV peak %",
     "running peak",
+    "GPU util %",
 ]
 
 
@@ -179,12 +182,33 @@ def charts(results: dict[str, Any], out_dir: Path) -> list[Path]:
     ax.set_xlabel("time into the run (s), levels one after another")
     ax.set_ylabel("engine requests")
     ax.set_title("Engine utilisation: running and waiting requests")
-    ax.legend()
+    ax.legend(loc="upper left")
+    _plot_gpu(ax, levels)
     fig.tight_layout()
     written.append(out_dir / "timeline.png")
     fig.savefig(written[-1], dpi=110)
     plt.close(fig)
     return written
+
+
+def _plot_gpu(ax: Any, levels: list[dict[str, Any]]) -> None:
+    """GPU utilisation on a second axis, where the server reported it."""
+    ts: list[float] = []
+    util: list[float] = []
+    offset = 0.0
+    for lv in levels:
+        for p in lv["timeline"]:
+            if p.get("gpu_util") is not None:
+                ts.append(offset + p["t"])
+                util.append(p["gpu_util"])
+        offset += lv["summary"]["duration_s"]
+    if not util:
+        return
+    gpu_ax = ax.twinx()
+    gpu_ax.plot(ts, util, color="tab:purple", linewidth=0.8, label="GPU util %")
+    gpu_ax.set_ylim(0, 100)
+    gpu_ax.set_ylabel("GPU utilisation (%)")
+    gpu_ax.legend(loc="upper right")
 
 
 def _clean(value: Any) -> Any:

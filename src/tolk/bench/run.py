@@ -126,6 +126,10 @@ async def _level(
     engine["kv_cache_peak"] = max((p.kv_cache for p in timeline), default=float("nan"))
     engine["running_peak"] = max((p.running for p in timeline), default=0.0)
     engine["waiting_peak"] = max((p.waiting for p in timeline), default=0.0)
+    gpu = [p.gpu_util for p in timeline if p.gpu_util is not None]
+    if gpu:  # only where the server has NVIDIA GPUs (NVML)
+        engine["gpu_util_mean"] = sum(gpu) / len(gpu)
+        engine["gpu_util_peak"] = max(gpu)
     return {
         "level": level,
         "summary": summarize(records, duration).to_json(),

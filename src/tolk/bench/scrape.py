@@ -28,18 +28,26 @@ class Snapshot:
     """Sample values summed over every model and engine, by (name, bucket bound or None)."""
 
     values: dict[tuple[str, str | None], float] = field(default_factory=dict)
+    counts: dict[str, int] = field(default_factory=dict)  # label sets summed per name
 
     @classmethod
     def parse(cls, text: str) -> Snapshot:
         values: dict[tuple[str, str | None], float] = defaultdict(float)
+        counts: dict[str, int] = defaultdict(int)
         for family in text_string_to_metric_families(text):
             for sample in family.samples:
                 key = (sample.name, sample.labels.get("le"))
                 values[key] += float(sample.value)
-        return cls(dict(values))
+                counts[sample.name] += 1
+        return cls(dict(values), dict(counts))
 
     def get(self, name: str, le: str | None = None) -> float:
         return self.values.get((name, le), 0.0)
+
+    def mean(self, name: str) -> float | None:
+        """The mean over a gauge's label sets (e.g. one per GPU), or None when absent."""
+        found = self.counts.get(name, 0)
+        return self.values[(name, None)] / found if found else None
 
     def buckets(self, name: str) -> list[tuple[float, str, float]]:
         """(upper bound, its `le` label as written, cumulative count), by bound."""
@@ -74,7 +82,13 @@ def engine_summary(before: Snapshot, after: Snapshot) -> dict[str, float]:
 
 # Only these are fetched while a level runs: a full exposition costs the server milliseconds
 # of event-loop time, which would show up as overhead in the very latencies being measured.
-TIMELINE = ["vllm:num_requests_running", "vllm:num_requests_waiting", "vllm:kv_cache_usage_perc"]
+GPU_UTILIZATION = "tolk_gpu_utilization_percent"  # present only where the server has a GPU
+TIMELINE = [
+    "vllm:num_requests_running",
+    "vllm:num_requests_waiting",
+    "vllm:kv_cache_usage_perc",
+    GPU_UTILIZATION,
+]
 TIMELINE_QUERY = [("name[]", name) for name in TIMELINE]
 
 
@@ -84,6 +98,7 @@ class TimelinePoint:
     running: float
     waiting: float
     kv_cache: float
+    gpu_util: float | None = None  # mean over the server's GPUs, percent; None without NVML
 
 
 class TimelineSampler:
@@ -107,6 +122,7 @@ class TimelineSampler:
                         snap.get("vllm:num_requests_running"),
                         snap.get("vllm:num_requests_waiting"),
                         snap.get("vllm:kv_cache_usage_perc"),
+                        snap.mean(GPU_UTILIZATION),
                     )
                 )
             except (aiohttp.ClientError, TimeoutError):

@@ -8,15 +8,16 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, gene
 from prometheus_client.metrics_core import Metric
 
 from tolk.engine import EngineMetrics
+from tolk.server.gpu import GpuCollector
 
 LATENCY_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 20, 30, 60, 120)
 OVERHEAD_BUCKETS = (0.0002, 0.0005, 0.001, 0.002, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1)
 
 
 class ServiceMetrics:
-    """tolk's own metrics plus every engine's (`engine_metrics`), in one registry."""
+    """tolk's own metrics, every engine's (`engine_metrics`) and the GPUs', in one registry."""
 
-    def __init__(self, engine_metrics: EngineMetrics) -> None:
+    def __init__(self, engine_metrics: EngineMetrics, gpu: GpuCollector | None = None) -> None:
         self.registry = CollectorRegistry(auto_describe=True)
         r = self.registry
         self.requests = Counter(
@@ -63,6 +64,8 @@ class ServiceMetrics:
         )
         self.engine_metrics = engine_metrics
         r.register(engine_metrics)
+        self.gpu = gpu if gpu is not None else GpuCollector()
+        r.register(self.gpu)
 
     def exposition(self, names: Collection[str] = ()) -> bytes:
         """Prometheus text; with `names` only those families (`/metrics?name[]=...`, as
@@ -81,7 +84,7 @@ class _Only:
         self.names = names
 
     def collect(self) -> Iterator[Metric]:
-        for collector in self.metrics.own:
+        for collector in (*self.metrics.own, self.metrics.gpu):
             for family in collector.collect():
                 if family.name in self.names:
                     yield family
