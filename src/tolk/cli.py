@@ -1,4 +1,4 @@
-"""Command-line entry points: `tolk serve`, `tolk make-test-model`."""
+"""Command-line entry points: `tolk serve`, `tolk make-test-model`, `tolk bench`, `tolk tune`."""
 
 from __future__ import annotations
 
@@ -22,8 +22,10 @@ app = typer.Typer(
 
 def _add_subcommands() -> None:
     from tolk.bench.cli import app as bench_app
+    from tolk.tune.cli import tune_command
 
     app.add_typer(bench_app, name="bench")
+    app.command("tune")(tune_command)
 
 
 _add_subcommands()

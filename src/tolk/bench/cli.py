@@ -22,7 +22,7 @@ app = typer.Typer(
 console = Console(width=None if sys.stdout.isatty() else 170)
 
 
-def _levels(text: str | None, kind: type[float] | type[int]) -> tuple[float, ...]:
+def levels(text: str | None, kind: type[float] | type[int]) -> tuple[float, ...]:
     if not text:
         return ()
     try:
@@ -70,8 +70,8 @@ def run_command(
     plan = RunPlan(
         url=url.rstrip("/"),
         workload=load(workload, items, seed, source, target),
-        concurrency=tuple(int(c) for c in _levels(default_levels, int)),
-        rates=_levels(rate, float),
+        concurrency=tuple(int(c) for c in levels(default_levels, int)),
+        rates=levels(rate, float),
         requests=requests,
         duration=duration,
         warmup=warmup,

@@ -211,19 +211,19 @@ def _plot_gpu(ax: Any, levels: list[dict[str, Any]]) -> None:
     gpu_ax.legend(loc="upper right")
 
 
-def _clean(value: Any) -> Any:
+def json_safe(value: Any) -> Any:
     """JSON has no NaN: write null."""
     if isinstance(value, float) and math.isnan(value):
         return None
     if isinstance(value, dict):
-        return {k: _clean(v) for k, v in value.items()}
+        return {k: json_safe(v) for k, v in value.items()}
     if isinstance(value, list):
-        return [_clean(v) for v in value]
+        return [json_safe(v) for v in value]
     return value
 
 
 def write(results: dict[str, Any], out_dir: Path) -> list[Path]:
     out_dir.mkdir(parents=True, exist_ok=True)
-    (out_dir / "results.json").write_text(json.dumps(_clean(results), indent=1))
+    (out_dir / "results.json").write_text(json.dumps(json_safe(results), indent=1))
     (out_dir / "report.md").write_text(markdown(results))
     return [out_dir / "results.json", out_dir / "report.md", *charts(results, out_dir)]

@@ -79,7 +79,7 @@ async def run(plan: RunPlan, progress: Progress | None = None) -> dict[str, Any]
             "levels": [],
         }
         for level in plan.levels:
-            results["levels"].append(await _level(client, plan, level, progress))
+            results["levels"].append(await measure_level(client, plan, level, progress))
             rps = results["levels"][-1]["summary"]["rps"]
             if rps * CEILING_MARGIN > ceiling:
                 results["warnings"].append(
@@ -90,7 +90,7 @@ async def run(plan: RunPlan, progress: Progress | None = None) -> dict[str, Any]
         return results
 
 
-async def _level(
+async def measure_level(
     client: Any, plan: RunPlan, level: float, progress: Progress | None
 ) -> dict[str, Any]:
     items = plan.workload.stream()

@@ -68,11 +68,11 @@ def _article(name: str) -> str:
     return (folder / name).read_text(encoding="utf-8")
 
 
-def _english_words() -> list[str]:
+def english_words() -> list[str]:
     return " ".join(_article(n) for n in ("part1.en.txt", "part2.en.txt")).split()
 
 
-def _span(words: list[str], tokens: int, rng: random.Random) -> str:
+def english_span(words: list[str], tokens: int, rng: random.Random) -> str:
     count = max(1, round(tokens * WORDS_PER_TOKEN))
     start = rng.randrange(0, len(words) - count)
     return " ".join(words[start : start + count])
@@ -80,15 +80,19 @@ def _span(words: list[str], tokens: int, rng: random.Random) -> str:
 
 def uniform(n: int = 200, seed: int = 0, source: str = "en", target: str = "de") -> Workload:
     rng = random.Random(seed)
-    words = _english_words()
-    items = [WorkItem(_span(words, rng.randint(96, 104), rng), source, target) for _ in range(n)]
+    words = english_words()
+    items = [
+        WorkItem(english_span(words, rng.randint(96, 104), rng), source, target) for _ in range(n)
+    ]
     return Workload("uniform", tuple(items))
 
 
 def variable(n: int = 200, seed: int = 0, source: str = "en", target: str = "de") -> Workload:
     rng = random.Random(seed)
-    words = _english_words()
-    items = [WorkItem(_span(words, rng.randint(10, 200), rng), source, target) for _ in range(n)]
+    words = english_words()
+    items = [
+        WorkItem(english_span(words, rng.randint(10, 200), rng), source, target) for _ in range(n)
+    ]
     return Workload("variable", tuple(items))
 
 

@@ -122,6 +122,9 @@ class ModelEngine:
         self._llm = llm
         self.tokenizer = load_tokenizer(settings)
         self.max_model_len: int = int(llm.model_config.max_model_len)
+        # Engine requests submitted and not yet finished: the concurrency this model sees,
+        # sampled into tolk_concurrent_texts for `tolk tune`.
+        self.in_flight = 0
 
     @classmethod
     def start(cls, settings: ModelSettings, metrics: EngineMetrics) -> ModelEngine:
@@ -191,6 +194,7 @@ class ModelEngine:
         request_id = f"{self.name}-{next(_request_ids)}"
         params = sampling_params(self.settings.sampling, max_tokens)
         final = None
+        self.in_flight += 1
         try:
             async for output in self._llm.generate(
                 {"prompt_token_ids": prompt_ids}, params, request_id
@@ -208,6 +212,8 @@ class ModelEngine:
                 f"{type(cause).__name__ if cause else 'error'}: {cause}",
                 model=self.name,
             ) from exc
+        finally:
+            self.in_flight -= 1
         if final is None or not final.outputs:
             raise TolkError(f"the engine for model '{self.name}' returned no output")
         completion = final.outputs[0]

@@ -16,7 +16,7 @@ from tolk.config import TolkConfig
 from tolk.engine import EngineMetrics, ModelPool
 from tolk.server.errors import install_error_handlers
 from tolk.server.lifecycle import Lifecycle
-from tolk.server.metrics import ServiceMetrics
+from tolk.server.metrics import CONCURRENCY_SAMPLE_INTERVAL, ServiceMetrics
 from tolk.server.middleware import BodySizeLimit, RequestAccounting
 from tolk.server.routes import router
 from tolk.translation import Limits, Translator
@@ -44,6 +44,16 @@ async def watch_engines(pool: ModelPool, metrics: ServiceMetrics) -> None:
         await asyncio.sleep(ENGINE_CHECK_INTERVAL)
 
 
+async def sample_concurrency(pool: ModelPool, metrics: ServiceMetrics) -> None:
+    """Record how many texts each engine holds, every CONCURRENCY_SAMPLE_INTERVAL seconds:
+    the in-flight distribution `tolk tune` right-sizes max_num_seqs for."""
+    histograms = {e.name: metrics.concurrency.labels(e.name) for e in pool.engines}
+    while True:
+        for engine in pool.engines:
+            histograms[engine.name].observe(engine.in_flight)
+        await asyncio.sleep(CONCURRENCY_SAMPLE_INTERVAL)
+
+
 def create_app(config: TolkConfig) -> FastAPI:
     engine_metrics = EngineMetrics()
     metrics = ServiceMetrics(engine_metrics)
@@ -57,7 +67,10 @@ def create_app(config: TolkConfig) -> FastAPI:
         app.state.translator = Translator(
             pool, Limits(config.server.max_text_chars, config.server.max_texts)
         )
-        watcher = asyncio.create_task(watch_engines(pool, metrics))
+        background = [
+            asyncio.create_task(watch_engines(pool, metrics)),
+            asyncio.create_task(sample_concurrency(pool, metrics)),
+        ]
         log.info(
             "tolk ready: %d model(s) in %.1f s: %s",
             len(pool.engines),
@@ -67,9 +80,9 @@ def create_app(config: TolkConfig) -> FastAPI:
         try:
             yield
         finally:
-            watcher.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await watcher
+            for task in background:
+                task.cancel()
+            await asyncio.gather(*background, return_exceptions=True)
             pool.shutdown()
             log.info("engines shut down")
 

@@ -12,6 +12,10 @@ from tolk.server.gpu import GpuCollector
 
 LATENCY_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 20, 30, 60, 120)
 OVERHEAD_BUCKETS = (0.0002, 0.0005, 0.001, 0.002, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1)
+# Fine at small counts, where the right max_num_seqs is decided.
+CONCURRENCY_BUCKETS = (0, 1, 2, 3, 4, 6, 8, 12, 16, 20, 24, 32, 48, 64, 96, 128, 192, 256, 512)
+CONCURRENCY_SAMPLE_INTERVAL = 0.1
+LENGTH_BUCKETS = (8, 16, 24, 32, 48, 64, 96, 128, 160, 200, 256, 384, 512, 768, 1024, 2048, 4096)
 
 
 class ServiceMetrics:
@@ -50,6 +54,29 @@ class ServiceMetrics:
             ["model"],
             registry=r,
         )
+        self.concurrency = Histogram(
+            "tolk_concurrent_texts",
+            f"Texts in the engine at once (submitted, not finished), sampled every "
+            f"{CONCURRENCY_SAMPLE_INTERVAL:g} s whether busy or idle: the workload's "
+            "concurrency, read by `tolk tune --from-server`.",
+            ["model"],
+            buckets=CONCURRENCY_BUCKETS,
+            registry=r,
+        )
+        self.source_tokens = Histogram(
+            "tolk_source_tokens",
+            "Length of each source text in the model's tokens.",
+            ["model", "pair"],
+            buckets=LENGTH_BUCKETS,
+            registry=r,
+        )
+        self.output_tokens = Histogram(
+            "tolk_output_tokens",
+            "Tokens generated for each text.",
+            ["model", "pair"],
+            buckets=LENGTH_BUCKETS,
+            registry=r,
+        )
         self.engine_up = Gauge(
             "tolk_engine_up", "1 while the model's engine is alive, else 0.", ["model"], registry=r
         )
@@ -60,6 +87,9 @@ class ServiceMetrics:
             self.overhead,
             self.texts,
             self.characters,
+            self.concurrency,
+            self.source_tokens,
+            self.output_tokens,
             self.engine_up,
         )
         self.engine_metrics = engine_metrics

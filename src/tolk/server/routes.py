@@ -91,6 +91,10 @@ async def translate(
     response.headers["Server-Timing"] = f"engine;dur={result.engine_seconds * 1000:.3f}"
     metrics.texts.labels(result.model).inc(len(texts))
     metrics.characters.labels(result.model).inc(result.usage.characters)
+    pair = f"{result.source.tag}>{result.target.tag}"
+    for source_tokens, output_tokens in result.lengths:
+        metrics.source_tokens.labels(result.model, pair).observe(source_tokens)
+        metrics.output_tokens.labels(result.model, pair).observe(output_tokens)
     usage = result.usage
     return TranslateResponse(
         translation=result.texts[0] if isinstance(body.text, str) else result.texts,

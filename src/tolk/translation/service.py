@@ -50,6 +50,8 @@ class Translation:
     model: str
     usage: Usage
     engine_seconds: float  # wall time spent waiting on the engine
+    # (source tokens, output tokens) of each non-empty text: the workload's length profile
+    lengths: list[tuple[int, int]]
 
 
 @dataclass(frozen=True)
@@ -57,6 +59,7 @@ class EngineJob:
     index: int
     prompt_ids: list[int]
     max_tokens: int
+    source_tokens: int
 
 
 def render(prompt: Prompt, tokenizer: Tokenizer) -> list[int]:
@@ -143,7 +146,7 @@ class Translator:
                 prompt_tokens=len(prompt_ids),
                 max_model_len=engine.max_model_len,
             )
-        return EngineJob(index, prompt_ids, budget)
+        return EngineJob(index, prompt_ids, budget, source_tokens)
 
     async def translate(
         self,
@@ -188,6 +191,10 @@ class Translator:
                 characters=sum(len(t) for t in texts),
             ),
             engine_seconds=engine_seconds,
+            lengths=[
+                (j.source_tokens, g.completion_tokens)
+                for j, g in zip(jobs, generations, strict=True)
+            ],
         )
 
     @staticmethod

@@ -1,0 +1,1 @@
+"""`tolk tune`: find the batching configuration that fits a measured workload."""

@@ -1,0 +1,153 @@
+"""`tolk tune`: right-size max_num_seqs and max_num_batched_tokens for a workload."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from tolk.bench.cli import console, default_out, levels
+from tolk.bench.run import progress_bar
+from tolk.bench.workloads import load
+from tolk.tune import report
+from tolk.tune.profile import read_profile
+from tolk.tune.rules import Point, Slo, StopRule
+from tolk.tune.sweep import DEFAULT_CANDIDATES, Sweep, TunePlan
+
+CANDIDATES_TEXT = ",".join(map(str, DEFAULT_CANDIDATES))
+
+
+def tune_command(
+    config: Annotated[Path, typer.Option(help="tolk config holding the model.")] = Path(
+        "configs/demo.yaml"
+    ),
+    model: Annotated[str, typer.Option(help="The model (by name) to tune.")] = "demo",
+    from_server: Annotated[
+        str | None,
+        typer.Option(
+            help="A running tolk server whose /metrics give the concurrency and text lengths "
+            "to tune for (instead of --concurrency and --workload)."
+        ),
+    ] = None,
+    quantile: Annotated[
+        float, typer.Option(help="With --from-server: tune for this quantile of busy concurrency.")
+    ] = 0.95,
+    concurrency: Annotated[
+        int | None, typer.Option(help="Concurrent requests to tune for (default 20).")
+    ] = None,
+    workload: Annotated[
+        str, typer.Option(help="variable, articles, uniform, or a JSONL file.")
+    ] = "variable",
+    candidates: Annotated[
+        str, typer.Option(help="max_num_seqs values, swept in this order.")
+    ] = CANDIDATES_TEXT,
+    batched_tokens: Annotated[
+        str | None,
+        typer.Option(
+            help="max_num_batched_tokens values tried at the chosen max_num_seqs "
+            "(default: 1/4, 1/2, 1x and 2x the configured value)."
+        ),
+    ] = None,
+    slo_p95: Annotated[
+        float | None, typer.Option(help="Latency SLO: p95 seconds a setting must meet.")
+    ] = None,
+    slo_ttft: Annotated[
+        float | None, typer.Option(help="Time-to-first-token SLO: engine p95 seconds.")
+    ] = None,
+    duration: Annotated[float | None, typer.Option(help="Seconds of load per setting.")] = None,
+    requests: Annotated[int | None, typer.Option(help="Requests per setting, instead.")] = None,
+    warmup: Annotated[int, typer.Option(help="Unrecorded requests per setting.")] = 4,
+    full: Annotated[bool, typer.Option(help="Measure every candidate: no early stop.")] = False,
+    compare_full: Annotated[
+        bool,
+        typer.Option(help="After tuning, also run the full grid to check what the stop missed."),
+    ] = False,
+    order: Annotated[
+        str,
+        typer.Option(
+            help="down: from the setting that covers the concurrency, halving (default); "
+            "up: from the smallest, doubling, as the case study did by hand."
+        ),
+    ] = "down",
+    min_gain: Annotated[
+        float, typer.Option(help="Stopping rule: the throughput gain that counts.")
+    ] = 0.03,
+    patience: Annotated[
+        int, typer.Option(help="Stopping rule: settings without gain before stopping anyway.")
+    ] = 2,
+    items: Annotated[int, typer.Option(help="Distinct texts.")] = 200,
+    seed: Annotated[int, typer.Option()] = 0,
+    out: Annotated[Path | None, typer.Option(help="Output directory.")] = None,
+) -> None:
+    """Sweep max_num_seqs (then max_num_batched_tokens) on the model, each setting a fresh
+    server driven at the target concurrency; recommend the fastest setting within the SLO."""
+    if order not in ("down", "up"):
+        raise typer.BadParameter("--order is 'down' or 'up'")
+    if requests is not None and duration is not None:
+        raise typer.BadParameter("give --requests or --duration, not both")
+    if requests is None and duration is None:
+        duration = 20.0
+    source: dict[str, object]
+    if from_server:
+        if concurrency is not None:
+            raise typer.BadParameter("--from-server measures the concurrency; drop --concurrency")
+        try:
+            profile = read_profile(from_server, model, quantile)
+            load_ = profile.workload(items, seed)
+        except ValueError as exc:
+            raise typer.BadParameter(str(exc)) from exc
+        target = profile.concurrency
+        source = {"kind": "server", **profile.to_json()}
+        console.print(
+            f"measured on {from_server}: {profile.concurrency} texts in flight at the "
+            f"p{quantile * 100:g} of busy time (busy {profile.busy_fraction:.0%} of "
+            f"{profile.samples} samples); {profile.texts} texts, mean "
+            f"{profile.source_tokens_mean:.0f} source tokens"
+        )
+    else:
+        target = concurrency or 20
+        load_ = load(workload, items, seed)
+        source = {"kind": "given"}
+    plan = TunePlan(
+        config_path=config,
+        model=model,
+        workload=load_,
+        concurrency=target,
+        workdir=(out or default_out("tune")),
+        slo=Slo(slo_p95, slo_ttft),
+        rule=StopRule(min_gain=min_gain, patience=patience, concurrency=target, order=order),
+        candidates=tuple(int(c) for c in levels(candidates, int)),
+        batched_tokens=tuple(int(t) for t in levels(batched_tokens, int)) or None,
+        duration=duration,
+        requests=requests,
+        warmup=warmup,
+        full=full,
+        compare_full=compare_full,
+        source=source,
+    )
+    plan.workdir.mkdir(parents=True, exist_ok=True)
+    with progress_bar() as progress:
+        try:
+            sweep = Sweep(plan, progress)
+        except ValueError as exc:
+            raise typer.BadParameter(str(exc)) from exc
+        sweep.on_point = lambda p: progress.console.print(_point_line(p))
+        results = asyncio.run(sweep.run())
+    written = report.write(results, plan.workdir)
+    console.print(report.table(results))
+    for line in report.summary_lines(results)[1:]:
+        console.print(line)
+    console.print(report.snippet(results))
+    console.print("wrote " + ", ".join(str(p) for p in written))
+
+
+def _point_line(p: Point) -> str:
+    head = f"{p.phase}: max_num_seqs {p.max_num_seqs}, batched tokens {p.max_num_batched_tokens}"
+    if p.failed:
+        return f"{head}: could not be measured: {p.failed}"
+    return (
+        f"{head}: {p.rps:.2f} req/s, p95 {p.p95:.2f} s, {p.errors} errors, "
+        f"KV peak {p.kv_peak:.0%}, {p.seconds:.0f} s"
+    )
