@@ -57,9 +57,14 @@ class ServerProcess(LocalServer):
 
     @classmethod
     def launch(
-        cls, workdir: Path, name: str, models: list[dict[str, Any]], **server: Any
+        cls,
+        workdir: Path,
+        name: str,
+        models: list[dict[str, Any]],
+        port: int | None = None,
+        **server: Any,
     ) -> ServerProcess:
-        port = free_port()
+        port = port or free_port()
         config = {"server": {"host": "127.0.0.1", "port": port, **server}, "models": models}
         config_path = workdir / f"{name}.yaml"
         config_path.write_text(yaml.safe_dump(config))

@@ -22,7 +22,7 @@ GRID = (1, 2, 4, 8, 16, 32, 64)
 
 
 def curve(rps: list[float], p95: list[float]) -> list[Point]:
-    return [Point(m, 8192, r, l / 2, l) for m, r, l in zip(GRID, rps, p95, strict=False)]
+    return [Point(m, 8192, r, q / 2, q) for m, r, q in zip(GRID, rps, p95, strict=False)]
 
 
 def stops_after(points: list[Point], rule: StopRule) -> int:

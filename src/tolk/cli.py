@@ -1,4 +1,5 @@
-"""Command-line entry points: `tolk serve`, `tolk make-test-model`, `tolk bench`, `tolk tune`."""
+"""Command-line entry points: `tolk serve`, `tolk make-test-model`, `tolk bench`, `tolk tune`,
+`tolk proxy`."""
 
 from __future__ import annotations
 
@@ -22,10 +23,12 @@ app = typer.Typer(
 
 def _add_subcommands() -> None:
     from tolk.bench.cli import app as bench_app
+    from tolk.proxy.cli import proxy_command
     from tolk.tune.cli import tune_command
 
     app.add_typer(bench_app, name="bench")
     app.command("tune")(tune_command)
+    app.command("proxy")(proxy_command)
 
 
 _add_subcommands()

@@ -148,7 +148,7 @@ class TolkConfig(_Strict):
         return value
 
 
-def _describe(exc: ValidationError, source: str) -> str:
+def describe_validation_error(exc: ValidationError, source: str) -> str:
     lines = [f"invalid configuration ({source}):"]
     for err in exc.errors():
         where = ".".join(str(part) for part in err["loc"]) or "(top level)"
@@ -211,7 +211,7 @@ def build_config(
     try:
         return TolkConfig.model_validate(data)
     except ValidationError as exc:
-        raise ConfigError(_describe(exc, source)) from exc
+        raise ConfigError(describe_validation_error(exc, source)) from exc
 
 
 def load_config(

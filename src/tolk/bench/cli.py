@@ -173,3 +173,50 @@ def overhead_command(
     path = overhead.write(results, out_dir)
     console.print(overhead.table(results))
     console.print(f"wrote {path}")
+
+
+@app.command("proxy")
+def proxy_command(
+    standin: Annotated[
+        bool,
+        typer.Option(
+            help="Stand-in upstreams of fixed capacity (default); --no-standin starts two "
+            "real tolk servers of --model instead."
+        ),
+    ] = True,
+    capacity: Annotated[int, typer.Option(help="Stand-ins: requests held at once.")] = 8,
+    hold: Annotated[float, typer.Option(help="Stand-ins: seconds each request is held.")] = 0.05,
+    config: Annotated[Path, typer.Option(help="Real servers: tolk config.")] = Path(
+        "configs/demo.yaml"
+    ),
+    model: Annotated[str, typer.Option(help="Real servers: the model.")] = "demo",
+    workload: Annotated[str, typer.Option(help="Workload.")] = "variable",
+    concurrency: Annotated[int, typer.Option(help="Concurrent requests.")] = 32,
+    requests: Annotated[int, typer.Option(help="Requests per round and path.")] = 2000,
+    rounds: Annotated[int, typer.Option(help="Rounds of direct, proxy-1, proxy-2.")] = 2,
+    warmup: Annotated[int, typer.Option(help="Unrecorded requests first.")] = 50,
+    items: Annotated[int, typer.Option(help="Distinct texts.")] = 200,
+    seed: Annotated[int, typer.Option()] = 0,
+    out: Annotated[Path | None, typer.Option(help="Output directory.")] = None,
+) -> None:
+    """The proxy's overhead (one upstream, direct vs proxied) and scaling (two upstreams)."""
+    from tolk.bench import proxy
+
+    out_dir = out or default_out("proxy")
+    out_dir.mkdir(parents=True, exist_ok=True)
+    with progress_bar() as progress:
+        results = proxy.run_proxy_bench(
+            load(workload, items, seed),
+            workdir=out_dir,
+            concurrency=concurrency,
+            requests=requests,
+            rounds=rounds,
+            warmup=warmup,
+            standin=(capacity, hold) if standin else None,
+            config_path=None if standin else config,
+            model=None if standin else model,
+            progress=progress,
+        )
+    path = proxy.write(results, out_dir)
+    console.print(proxy.table(results))
+    console.print(f"wrote {path}")

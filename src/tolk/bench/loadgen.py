@@ -25,7 +25,7 @@ from tolk.bench.stats import RequestRecord
 from tolk.bench.workloads import WorkItem
 
 Progress = Callable[[int], None]
-_ENGINE_TIMING = re.compile(r"(?:^|,)\s*engine;dur=([0-9.]+)")
+_TIMING = re.compile(r"(?:^|,)\s*([a-z]+);dur=([0-9.]+)")
 
 
 def make_client(base_url: str, connections: int, timeout: float = 300.0) -> aiohttp.ClientSession:
@@ -41,10 +41,18 @@ async def get_text(client: aiohttp.ClientSession, path: str, **params: Any) -> t
         return response.status, await response.text()
 
 
+def server_timing(headers: Mapping[str, str], name: str) -> float | None:
+    """Seconds of metric `name` in a `Server-Timing` header: `engine` from a tolk server,
+    `upstream` and `proxy` added by a tolk proxy."""
+    for metric, millis in _TIMING.findall(headers.get("server-timing", "")):
+        if metric == name:
+            return float(millis) / 1000
+    return None
+
+
 def engine_seconds(headers: Mapping[str, str]) -> float | None:
     """The server's engine time from its `Server-Timing: engine;dur=<ms>` header."""
-    match = _ENGINE_TIMING.search(headers.get("server-timing", ""))
-    return float(match.group(1)) / 1000 if match else None
+    return server_timing(headers, "engine")
 
 
 async def send(
@@ -79,6 +87,7 @@ async def send(
         prompt_tokens=int(usage.get("prompt_tokens", 0)),
         completion_tokens=int(usage.get("completion_tokens", 0)),
         engine_seconds=engine_seconds(headers),
+        upstream_seconds=server_timing(headers, "upstream"),
     )
 
 

@@ -20,6 +20,7 @@ class RequestRecord:
     prompt_tokens: int = 0
     completion_tokens: int = 0
     engine_seconds: float | None = None  # from the server's Server-Timing header
+    upstream_seconds: float | None = None  # through a tolk proxy: its round trip upstream
 
     @property
     def ok(self) -> bool:
@@ -31,6 +32,13 @@ class RequestRecord:
         if self.engine_seconds is None:
             return None
         return max(0.0, self.latency - self.engine_seconds)
+
+    @property
+    def proxy_added(self) -> float | None:
+        """Through a proxy: client-side latency not spent waiting on the upstream."""
+        if self.upstream_seconds is None:
+            return None
+        return max(0.0, self.latency - self.upstream_seconds)
 
 
 def percentile(values: Sequence[float], q: float) -> float:
@@ -63,6 +71,7 @@ class LevelSummary:
     output_tokens_per_s: float
     latency_s: Latency
     overhead_ms: dict[str, float] = field(default_factory=dict)
+    proxy_added_ms: dict[str, float] = field(default_factory=dict)  # only through a proxy
 
     def to_json(self) -> dict[str, object]:
         return asdict(self)
@@ -72,6 +81,7 @@ def summarize(records: Sequence[RequestRecord], duration: float) -> LevelSummary
     ok = [r for r in records if r.ok]
     errors = Counter(str(r.status) if r.status else "connection" for r in records if not r.ok)
     overheads = [o * 1000 for r in ok if (o := r.overhead) is not None]
+    added = [a * 1000 for r in ok if (a := r.proxy_added) is not None]
     return LevelSummary(
         requests=len(records),
         ok=len(ok),
@@ -80,12 +90,13 @@ def summarize(records: Sequence[RequestRecord], duration: float) -> LevelSummary
         rps=len(ok) / duration if duration > 0 else 0.0,
         output_tokens_per_s=sum(r.completion_tokens for r in ok) / duration if duration else 0.0,
         latency_s=Latency.of([r.latency for r in ok]),
-        overhead_ms=(
-            {"p50": percentile(overheads, 50), "p95": percentile(overheads, 95)}
-            if overheads
-            else {}
-        ),
+        overhead_ms=_p50_p95(overheads),
+        proxy_added_ms=_p50_p95(added),
     )
+
+
+def _p50_p95(values: Sequence[float]) -> dict[str, float]:
+    return {"p50": percentile(values, 50), "p95": percentile(values, 95)} if values else {}
 
 
 def histogram_quantile(q: float, buckets: Sequence[tuple[float, float]]) -> float:

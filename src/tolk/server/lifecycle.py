@@ -48,7 +48,7 @@ class Lifecycle:
         """Run `work`; cancel it (which aborts its engine requests) if the client disconnects
         or the shutdown grace period ends first."""
         task = asyncio.ensure_future(work)
-        disconnect = asyncio.ensure_future(_wait_for_disconnect(request))
+        disconnect = asyncio.ensure_future(wait_for_disconnect(request))
         grace_over = asyncio.ensure_future(self.grace_over.wait())
         try:
             await asyncio.wait({task, disconnect, grace_over}, return_when=asyncio.FIRST_COMPLETED)
@@ -68,7 +68,7 @@ class Lifecycle:
         return task.result()
 
 
-async def _wait_for_disconnect(request: Request) -> None:
+async def wait_for_disconnect(request: Request) -> None:
     # The body has been read by now, so the next ASGI message is the disconnect (uvicorn
     # delivers it when the client closes the connection). This is vLLM's own approach
     # (vllm/entrypoints/utils.py): no polling.

@@ -1,0 +1,1 @@
+"""`tolk proxy`: a reverse proxy that routes by language pair, load and health."""

@@ -1,0 +1,63 @@
+"""`tolk proxy`: serve the language-pair-aware proxy until SIGTERM or Ctrl-C."""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from tolk.config import ConfigError
+from tolk.proxy.config import ProxyConfig, load_proxy_config
+
+
+def proxy_command(
+    config: Annotated[
+        Path | None, typer.Option("--config", "-c", help="proxy.yaml (see configs/proxy.yaml).")
+    ] = None,
+    upstream: Annotated[
+        list[str] | None,
+        typer.Option(help="An upstream tolk server URL (repeatable); adds to the config's."),
+    ] = None,
+    host: Annotated[str | None, typer.Option(help="Overrides host (default 127.0.0.1).")] = None,
+    port: Annotated[int | None, typer.Option(help="Overrides port (default 8080).")] = None,
+    log_level: Annotated[str | None, typer.Option(help="Overrides log_level.")] = None,
+) -> None:
+    """Route /translate to tolk servers by language pair, load and health."""
+    overrides = {"host": host, "port": port, "log_level": log_level}
+    try:
+        if config is not None:
+            settings = load_proxy_config(config, overrides)
+            if upstream:
+                settings = settings.model_copy(
+                    update={"upstreams": (*settings.upstreams, *upstream)}
+                )
+                settings = ProxyConfig.model_validate(settings.model_dump())
+        else:
+            data = {"upstreams": upstream or [], **{k: v for k, v in overrides.items() if v}}
+            settings = ProxyConfig.model_validate(data)
+    except (ConfigError, ValueError) as exc:
+        typer.secho(str(exc), fg=typer.colors.RED, err=True)
+        raise typer.Exit(2) from exc
+    run_proxy(settings)
+
+
+def run_proxy(settings: ProxyConfig) -> None:
+    import uvicorn
+
+    from tolk.proxy.app import create_proxy_app
+
+    logging.basicConfig(
+        level=settings.log_level.upper(),
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+    )
+    uvicorn.run(
+        create_proxy_app(settings),
+        host=settings.host,
+        port=settings.port,
+        log_level=settings.log_level,
+        access_log=settings.log_level == "debug",
+        # In-flight requests may finish (each within its deadline) before the proxy exits.
+        timeout_graceful_shutdown=int(settings.request_timeout) + 5,
+    )

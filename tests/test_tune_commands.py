@@ -1,0 +1,126 @@
+"""The workload a server records, and `tolk tune` end to end on the test model (a short
+sweep: three settings, a few requests each)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from pathlib import Path
+
+import httpx
+import pytest
+import yaml
+
+from tests.helpers import ServerProcess, TextMaker, metric_samples, model_config
+from tests.test_bench_commands import tolk
+from tolk.config import load_config
+from tolk.tune.profile import read_profile
+
+pytestmark = pytest.mark.engine
+
+
+def busy_samples(metrics_text: str) -> float:
+    """Samples of tolk_concurrent_texts with at least one text in flight."""
+    samples = metric_samples(metrics_text, "tolk_concurrent_texts_bucket")
+    total = sum(v for labels, v in samples if labels["le"] == "+Inf")
+    idle = sum(v for labels, v in samples if labels["le"] == "0.0")
+    return total - idle
+
+
+async def test_server_records_in_flight_texts_and_lengths(
+    client: httpx.AsyncClient, texts: TextMaker
+) -> None:
+    before = (await client.get("/metrics")).text
+    lengths = [20, 40, 60]
+    bodies = [{"text": texts.text(n), "source_lang": "en", "target_lang": "fr"} for n in lengths]
+    responses = await asyncio.gather(*(client.post("/translate", json=b) for b in bodies))
+    assert [r.status_code for r in responses] == [200, 200, 200]
+    after = (await client.get("/metrics")).text
+
+    def source(text: str, suffix: str) -> float:
+        return sum(
+            v
+            for labels, v in metric_samples(text, f"tolk_source_tokens_{suffix}")
+            if labels == {"model": "demo", "pair": "en>fr"}
+        )
+
+    assert source(after, "count") - source(before, "count") == 3
+    assert source(after, "sum") - source(before, "sum") == sum(lengths)
+    # Each request took longer than the 0.1 s sampling interval, so busy samples were taken.
+    assert busy_samples(after) > busy_samples(before)
+
+
+def test_tune_reads_the_server_and_recommends(
+    main_server: ServerProcess, test_model: Path, tmp_path: Path
+) -> None:
+    httpx.post(
+        f"{main_server.url}/translate",
+        json={"text": "A short text to measure.", "source_lang": "en", "target_lang": "de"},
+        timeout=60,
+    ).raise_for_status()
+    profile = read_profile(main_server.url, "demo")
+    assert profile.concurrency >= 1
+    assert profile.texts >= 1
+    assert "en>de" in profile.to_json()["pairs"]
+
+    config = tmp_path / "tolk.yaml"
+    model = model_config("demo", test_model, languages=["en", "de", "fr", "ne"])
+    config.write_text(yaml.safe_dump({"models": [model]}))
+    out = tmp_path / "tune"
+    result = tolk(
+        "tune",
+        "--config",
+        str(config),
+        "--model",
+        "demo",
+        "--from-server",
+        main_server.url,
+        "--order",
+        "up",
+        "--candidates",
+        "1,2",
+        "--batched-tokens",
+        "1024",
+        "--requests",
+        "6",
+        "--warmup",
+        "1",
+        "--slo-p95",
+        "300",
+        "--out",
+        str(out),
+        cwd=tmp_path,
+    )
+    data = json.loads((out / "tune.json").read_text())
+    assert data["schema"] == "tolk.tune/1"
+    assert data["source"]["kind"] == "server"
+    assert data["concurrency"] == data["source"]["concurrency"] >= 1
+    sweep = [p for p in data["points"] if p["phase"] == "sweep"]
+    assert [p["max_num_seqs"] for p in sweep] == data["sweep"]["measured"]
+    assert data["sweep"]["measured"][0] == 1
+    tokens = [p for p in data["points"] if p["phase"] == "batched_tokens"]
+    assert [p["max_num_batched_tokens"] for p in tokens] == [1024]
+    for point in data["points"]:
+        assert point["failed"] is None
+        assert point["rps"] > 0
+        assert point["p95"] >= point["p50"] > 0
+        assert point["errors"] == 0
+    choice = data["choice"]
+    assert choice["met_slo"]
+    best = max(p["rps"] for p in data["points"])
+    assert choice["rps"] >= best * 0.97  # the fastest, or a smaller setting within noise of it
+    assert any(
+        (p["max_num_seqs"], p["max_num_batched_tokens"])
+        == (choice["max_num_seqs"], choice["max_num_batched_tokens"])
+        for p in data["points"]
+    )
+    # The snippet merged into the config is a config tolk accepts, with the chosen values.
+    snippet = yaml.safe_load((out / "recommended.yaml").read_text())
+    assert snippet["models"][0]["name"] == "demo"
+    merged = yaml.safe_load(config.read_text())
+    merged["models"][0]["engine"].update(snippet["models"][0]["engine"])
+    config.write_text(yaml.safe_dump(merged))
+    engine = load_config(config).models[0].engine
+    assert engine.max_num_seqs == choice["max_num_seqs"]
+    assert (out / "tune.png").stat().st_size > 5000
+    assert "recommended: max_num_seqs" in result.stdout
