@@ -114,8 +114,8 @@ async def test_routing_matches_like_the_server_and_caches() -> None:
     async with aiohttp.ClientSession() as session:
         pool = UpstreamPool(ProxyConfig(upstreams=("http://a",)), session)
         a, b = pool.add("http://a", "static"), pool.add("http://b", "static")
-        a.models = {"m1": ModelInfo("m1", frozenset({"en>de", "de>en"}), {})}
-        b.models = {"m2": ModelInfo("m2", frozenset({"en>de", "en>ne"}), {})}
+        a.models = {"m1": ModelInfo.from_languages({"model": "m1", "languages": ["en", "de"]})}
+        b.models = {"m2": ModelInfo.from_languages({"model": "m2", "pairs": ["en>de", "en>ne"]})}
         assert pool.serving("en", "de", None) == [a, b]
         assert pool.serving("en", "de-AT", None) == [a, b]  # `de` serves de-AT
         assert pool.serving("en", "ne", None) == [b]

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import enum
+import itertools
 import logging
 import random
 import socket
@@ -18,7 +19,7 @@ from typing import Any
 import aiohttp
 
 from tolk.bench.scrape import Snapshot
-from tolk.languages import serves
+from tolk.languages import LanguageCoverage, parse_pair
 from tolk.proxy.config import BreakerSettings, DnsUpstreams, HealthSettings, ProxyConfig
 
 log = logging.getLogger("tolk.proxy")
@@ -83,18 +84,31 @@ class CircuitBreaker:
         return False
 
 
-@dataclass
+@dataclass(frozen=True)
 class ModelInfo:
+    """One model of an upstream, as its /languages describes it."""
+
     name: str
-    pairs: frozenset[str]  # "en>de", as the upstream lists them
-    raw: dict[str, Any]
+    coverage: LanguageCoverage
+    raw: dict[str, Any] = field(compare=False)
+
+    @classmethod
+    def from_languages(cls, entry: dict[str, Any]) -> ModelInfo:
+        coverage = LanguageCoverage(
+            tuple(str(t) for t in entry.get("languages", ())),
+            tuple(parse_pair(str(p)) for p in entry.get("pairs", ())),
+        )
+        return cls(str(entry["model"]), coverage, entry)
+
+    @property
+    def pairs(self) -> frozenset[str]:
+        """Every pair served, as "en>de": the explicit ones and those among its languages."""
+        among = itertools.permutations(self.coverage.languages, 2)
+        return frozenset({*map(str, self.coverage.pairs), *(f"{s}>{t}" for s, t in among)})
 
     def covers(self, source: str, target: str) -> bool:
         """Matched as the server itself matches: a model serving `de` takes `de-AT`."""
-        return any(
-            serves(s, source) and serves(t, target)
-            for s, t in (pair.split(">", 1) for pair in self.pairs)
-        )
+        return self.coverage.covers(source, target)
 
 
 @dataclass
@@ -333,10 +347,8 @@ class UpstreamPool:
         try:
             async with self.session.get(f"{upstream.url}/languages", timeout=timeout) as response:
                 data = await response.json()
-            models = {
-                str(m["model"]): ModelInfo(str(m["model"]), frozenset(map(str, m["pairs"])), m)
-                for m in data["models"]
-            }
+            infos = [ModelInfo.from_languages(m) for m in data["models"]]
+            models = {info.name: info for info in infos}
             upstream.discovered_at = self.clock()
             if models != upstream.models:
                 upstream.models = models

@@ -1,0 +1,171 @@
+"""`tolk proxy` in front of two real tolk servers (the test model): A serves en, de, fr and
+B serves en, de, es, so en<>de is on both, en>fr only on A, en>es only on B, fr>es nowhere."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import httpx
+import pytest
+
+from tests.helpers import ServerProcess, metric_samples, model_config, wait_until
+from tolk.bench.processes import LocalServer
+from tolk.bench.proxy import start_proxy
+
+pytestmark = pytest.mark.engine
+
+INTERVAL, TIMEOUT, RISE, FALL = 0.5, 1.0, 2, 2
+DE = {"text": "The proxy routes by language pair.", "source_lang": "en", "target_lang": "de"}
+
+
+@dataclass
+class Pair:
+    workdir: Path
+    test_model: Path
+    a: ServerProcess
+    b: ServerProcess
+    proxy: LocalServer
+
+    def launch_b(self, port: int | None = None) -> ServerProcess:
+        return launch(self.workdir, self.test_model, "b", ["en", "de", "es"], port)
+
+
+def launch(
+    workdir: Path, test_model: Path, name: str, languages: list[str], port: int | None = None
+) -> ServerProcess:
+    model = model_config(name, test_model, languages=languages)
+    return ServerProcess.launch(workdir, name, [model], port=port, shutdown_grace=5)
+
+
+@pytest.fixture(scope="module")
+def servers(test_model: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Pair]:
+    workdir = tmp_path_factory.mktemp("proxy-servers")
+    a = launch(workdir, test_model, "a", ["en", "de", "fr"])
+    b = launch(workdir, test_model, "b", ["en", "de", "es"])
+    proxy = start_proxy(
+        workdir,
+        "proxy",
+        [a.url, b.url],
+        health={"interval": INTERVAL, "timeout": TIMEOUT, "rise": RISE, "fall": FALL},
+        retries={"attempts": 3, "backoff": 0.05},
+    )
+    pair = Pair(workdir, test_model, a, b, proxy)
+    yield pair
+    for server in (pair.proxy, pair.a, pair.b):
+        server.stop()
+
+
+async def test_each_pair_lands_on_the_server_that_serves_it(servers: Pair) -> None:
+    async with httpx.AsyncClient(base_url=servers.proxy.url, timeout=60) as client:
+        fr = await client.post("/translate", json={**DE, "target_lang": "fr"})
+        es = await client.post("/translate", json={**DE, "target_lang": "es"})
+        assert (fr.status_code, es.status_code) == (200, 200), (fr.text, es.text)
+        assert (fr.status_code, fr.headers["x-tolk-upstream"]) == (200, servers.a.url)
+        assert (es.status_code, es.headers["x-tolk-upstream"]) == (200, servers.b.url)
+        assert (fr.json()["model"], es.json()["model"]) == ("a", "b")
+        assert "engine;dur=" in fr.headers["server-timing"]
+
+        nobody = await client.post(
+            "/translate", json={**DE, "source_lang": "fr", "target_lang": "es"}
+        )
+        assert nobody.status_code == 400
+        error = nobody.json()["error"]
+        assert error["code"] == "unsupported_language_pair"
+        assert {"en>fr", "en>es", "en>de", "de>en"} <= set(error["served_pairs"])
+        assert "fr>es" not in error["served_pairs"]
+
+        # A list goes to one upstream as one request.
+        before = (await client.get(f"{servers.a.url}/metrics")).text
+        texts = ["One.", "Two texts.", "And three."]
+        many = await client.post("/translate", json={**DE, "text": texts, "target_lang": "fr"})
+        after = (await client.get(f"{servers.a.url}/metrics")).text
+        assert many.status_code == 200
+        assert len(many.json()["translation"]) == 3
+
+        def ok_translations(text: str) -> float:
+            return sum(
+                v
+                for labels, v in metric_samples(text, "tolk_requests_total")
+                if labels == {"route": "/translate", "status": "200"}
+            )
+
+        assert ok_translations(after) - ok_translations(before) == 1
+
+        # A malformed request is the upstream's to explain, in tolk's one error shape.
+        bad = await client.post("/translate", json={"text": "x", "source_lang": "en"})
+        assert bad.status_code == 422
+        assert bad.json()["error"]["code"] == "invalid_request"
+
+        listed = (await client.get("/upstreams")).json()["upstreams"]
+        assert {u["url"]: sorted(u["models"]) for u in listed} == {
+            servers.a.url: ["a"],
+            servers.b.url: ["b"],
+        }
+
+
+async def test_stopping_and_restarting_a_server_under_load(servers: Pair) -> None:
+    results: list[tuple[float, int, str]] = []
+    stop = asyncio.Event()
+
+    async def load(client: httpx.AsyncClient) -> None:
+        while not stop.is_set():
+            r = await client.post("/translate", json=DE)
+            results.append((time.monotonic(), r.status_code, r.headers.get("x-tolk-upstream", "")))
+
+    async def states(client: httpx.AsyncClient) -> dict[str, bool]:
+        listed = (await client.get("/upstreams")).json()["upstreams"]
+        return {u["url"]: u["healthy"] for u in listed}
+
+    async with httpx.AsyncClient(base_url=servers.proxy.url, timeout=60) as client:
+        workers = [asyncio.create_task(load(client)) for _ in range(4)]
+        try:
+
+            async def both_served() -> bool:
+                seen = {u for _, _, u in results}
+                return {servers.a.url, servers.b.url} <= seen
+
+            await wait_until(both_served, within=60)
+
+            b_url = servers.b.url
+            stopping = time.monotonic()
+            stopper = asyncio.create_task(asyncio.to_thread(servers.b.stop))
+
+            async def b_down() -> bool:
+                return not (await states(client))[b_url]
+
+            await wait_until(b_down, within=30)
+            # /ready answers 503 from the moment B starts draining: FALL failed checks.
+            assert time.monotonic() - stopping <= FALL * INTERVAL + TIMEOUT + 1.5
+            await stopper
+            stopped = time.monotonic()
+
+            async def served_after_stop() -> bool:
+                return sum(1 for when, _, _ in results if when > stopped) >= 8
+
+            await wait_until(served_after_stop, within=60)
+
+            port = int(b_url.rsplit(":", 1)[1])
+            servers.b = await asyncio.to_thread(servers.launch_b, port)
+            ready = time.monotonic()
+
+            async def b_up() -> bool:
+                return (await states(client))[b_url]
+
+            await wait_until(b_up, within=30)
+            assert time.monotonic() - ready <= RISE * INTERVAL + TIMEOUT + 1.5
+
+            async def b_serves_again() -> bool:
+                return any(t > ready and u == b_url for t, _, u in results)
+
+            await wait_until(b_serves_again, within=30)
+        finally:
+            stop.set()
+            await asyncio.gather(*workers)
+
+    # Through the stop and the restart, no client saw a failure.
+    assert len(results) > 20
+    assert {status for _, status, _ in results} == {200}
