@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Reproduces the figures in docs/benchmarks.md on this machine (about 20 minutes on 2 cores).
+# Reproduces the figures in docs/benchmarks.md on this machine (about 50 minutes on 2 cores).
 # Run through make so that caches stay in .runtime/: `make benchmarks`.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -29,3 +29,14 @@ $TOLK bench journey --config configs/demo.yaml --model demo --workloads uniform,
 # 3. HTTP vs direct AsyncLLM.
 $TOLK bench overhead --config configs/demo.yaml --model demo --workload variable \
   --concurrency 25 --requests 200 --rounds 2 --out "$OUT/overhead"
+
+# 4. tolk tune on the variable workload at concurrency 20, with the full grid for comparison.
+$TOLK tune --config configs/demo.yaml --model demo --concurrency 20 --workload variable \
+  --slo-p95 10 --compare-full --out "$OUT/tune"
+
+# 5. The proxy: overhead and scale with stand-in upstreams of fixed capacity, then with two
+#    real demo-model servers.
+$TOLK bench proxy --standin --capacity 8 --hold 0.05 --concurrency 32 --requests 2000 \
+  --rounds 2 --out "$OUT/proxy-standin"
+$TOLK bench proxy --no-standin --config configs/demo.yaml --model demo --workload variable \
+  --concurrency 25 --requests 100 --rounds 2 --warmup 5 --out "$OUT/proxy-real"
