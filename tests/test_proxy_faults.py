@@ -253,6 +253,33 @@ async def test_refused_connections_are_retried_and_the_upstream_returns(
     await wait_until(u1_serves, within=(RISE + 2) * INTERVAL + 5)
 
 
+async def test_a_client_leaving_drops_the_upstream_request(
+    rig: Rig, proxy: httpx.AsyncClient
+) -> None:
+    rig.set(rig.u1, mode="slow", slow_hold=5.0)
+    rig.set(rig.u2, mode="slow", slow_hold=5.0)
+    with pytest.raises(httpx.ReadTimeout):
+        await proxy.post("/translate", json=BODY, timeout=0.5)
+
+    async def nothing_held() -> bool:
+        held: list[int] = [
+            (await proxy.get(f"{u.url}/_standin")).json()["in_flight"] for u in (rig.u1, rig.u2)
+        ]
+        return sum(held) == 0
+
+    # The proxy dropped its upstream connection, so the upstream stopped holding the request
+    # long before its 5 s were up.
+    took = await wait_until(nothing_held, within=3)
+    assert took < 2
+    await wait_until(
+        lambda: _metric_is(proxy, "tolk_proxy_requests_total", 1, status="499"), within=3
+    )
+
+
+async def _metric_is(client: httpx.AsyncClient, name: str, value: float, **labels: str) -> bool:
+    return await metric(client, name, **labels) == value
+
+
 async def test_metrics_and_upstreams_describe_the_pool(rig: Rig, proxy: httpx.AsyncClient) -> None:
     await proxy.post("/translate", json=BODY)
     text = (await proxy.get("/metrics")).text

@@ -57,6 +57,9 @@ def test_breaker_opens_after_consecutive_failures_and_half_opens_for_one_probe()
     assert breaker.state.value == "half_open"
     breaker.attempt()
     assert not breaker.allows()  # one probe at a time
+    breaker.abandon()  # its client left before an answer: another may probe
+    assert breaker.allows()
+    breaker.attempt()
     assert breaker.failure()  # the probe failed: open again, for another 5 s
     assert not breaker.allows()
     clock.now += 5

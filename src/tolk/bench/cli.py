@@ -192,6 +192,10 @@ def proxy_command(
     model: Annotated[str, typer.Option(help="Real servers: the model.")] = "demo",
     workload: Annotated[str, typer.Option(help="Workload.")] = "variable",
     concurrency: Annotated[int, typer.Option(help="Concurrent requests.")] = 32,
+    rate: Annotated[
+        float | None,
+        typer.Option(help="Open loop instead: Poisson arrivals per second (for latency)."),
+    ] = None,
     requests: Annotated[int, typer.Option(help="Requests per round and path.")] = 2000,
     rounds: Annotated[int, typer.Option(help="Rounds of direct, proxy-1, proxy-2.")] = 2,
     warmup: Annotated[int, typer.Option(help="Unrecorded requests first.")] = 50,
@@ -215,6 +219,7 @@ def proxy_command(
             standin=(capacity, hold) if standin else None,
             config_path=None if standin else config,
             model=None if standin else model,
+            rate=rate,
             progress=progress,
         )
     path = proxy.write(results, out_dir)

@@ -72,9 +72,12 @@ def run_proxy_bench(
     standin: tuple[int, float] | None = None,
     config_path: Path | None = None,
     model: str | None = None,
+    rate: float | None = None,
     progress: Progress | None = None,
 ) -> dict[str, Any]:
-    """Start the upstreams and proxies, drive every path `rounds` times, stop everything."""
+    """Start the upstreams and proxies, drive every path `rounds` times, stop everything.
+    Closed loop at `concurrency` by default; with `rate`, open loop (Poisson arrivals), where
+    completions are spread the way real traffic spreads them."""
     workdir = workdir.resolve()
     servers: list[LocalServer] = []
     try:
@@ -96,12 +99,12 @@ def run_proxy_bench(
         servers.append(start_proxy(workdir, "proxy-2", [u1, u2]))
         urls = {"direct": u1, "proxy-1": servers[2].url, "proxy-2": servers[3].url}
         measured = asyncio.run(
-            _drive(urls, workload, concurrency, requests, rounds, warmup, progress)
+            _drive(urls, workload, concurrency, requests, rounds, warmup, rate, progress)
         )
     finally:
         for server in reversed(servers):
             server.stop()
-    return _results(measured, upstream_kind, workload, concurrency, requests)
+    return _results(measured, upstream_kind, workload, concurrency, requests, rate)
 
 
 async def _drive(
@@ -111,6 +114,7 @@ async def _drive(
     requests: int,
     rounds: int,
     warmup: int,
+    rate: float | None,
     progress: Progress | None,
 ) -> list[dict[str, Any]]:
     measured = []
@@ -121,9 +125,14 @@ async def _drive(
                 items = workload.stream()
                 if warmup:
                     await loadgen.closed_loop(client, items, concurrency, requests=warmup)
-                records, duration = await loadgen.closed_loop(
-                    client, items, concurrency, requests=requests, progress=advance
-                )
+                if rate is not None:
+                    records, duration = await loadgen.open_loop(
+                        client, items, rate, requests=requests, seed=number, progress=advance
+                    )
+                else:
+                    records, duration = await loadgen.closed_loop(
+                        client, items, concurrency, requests=requests, progress=advance
+                    )
             summary = summarize(records, duration).to_json()
             measured.append({"round": number, "path": path, "summary": summary})
     return measured
@@ -135,6 +144,7 @@ def _results(
     workload: Workload,
     concurrency: int,
     requests: int,
+    rate: float | None,
 ) -> dict[str, Any]:
     def total_rps(path: str) -> float:
         runs = [m["summary"] for m in measured if m["path"] == path]
@@ -150,7 +160,9 @@ def _results(
         "started_at": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
         "upstreams": upstream_kind,
         "workload": workload.describe(),
-        "concurrency": concurrency,
+        "mode": "closed" if rate is None else "open",
+        "concurrency": concurrency if rate is None else None,
+        "rate": rate,
         "requests_per_round": requests,
         "rounds": measured,
         "rps": rps,
@@ -166,7 +178,12 @@ def _results(
 
 
 def table(results: dict[str, Any]) -> Table:
-    out = Table(title=f"tolk proxy: {results['upstreams']}, concurrency {results['concurrency']}")
+    load = (
+        f"concurrency {results['concurrency']}"
+        if results["mode"] == "closed"
+        else f"Poisson arrivals at {results['rate']:g}/s"
+    )
+    out = Table(title=f"tolk proxy: {results['upstreams']}, {load}")
     for header in ("round", "path", "req/s", "errors", "p50 ms", "p95 ms", "proxy added p95 ms"):
         out.add_column(header, justify="right")
     for m in results["rounds"]:

@@ -46,18 +46,19 @@ def proxy_command(
 def run_proxy(settings: ProxyConfig) -> None:
     import uvicorn
 
-    from tolk.proxy.app import create_proxy_app
+    from tolk.proxy.app import FastPath, create_proxy_app
 
     logging.basicConfig(
         level=settings.log_level.upper(),
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
     )
     uvicorn.run(
-        create_proxy_app(settings),
+        FastPath(create_proxy_app(settings)),
         host=settings.host,
         port=settings.port,
         log_level=settings.log_level,
         access_log=settings.log_level == "debug",
+        proxy_headers=False,  # it is the proxy; nobody in front of it is trusted
         # In-flight requests may finish (each within its deadline) before the proxy exits.
         timeout_graceful_shutdown=int(settings.request_timeout) + 5,
     )

@@ -170,7 +170,14 @@ def main(argv: list[str] | None = None) -> None:
     standin = StandIn(
         args.name, args.languages.split(","), args.capacity, args.hold, args.max_waiting
     )
-    web.run_app(standin.app(), host=args.host, port=args.port, print=None, access_log=None)
+    web.run_app(
+        standin.app(),
+        host=args.host,
+        port=args.port,
+        print=None,
+        access_log=None,
+        handler_cancellation=True,  # a dropped connection ends the held request, as in tolk
+    )
 
 
 if __name__ == "__main__":

@@ -66,6 +66,10 @@ class CircuitBreaker:
         if self.state is Circuit.HALF_OPEN:
             self.probing = True
 
+    def abandon(self) -> None:
+        """The attempt ended with no verdict (its client left): let another probe through."""
+        self.probing = False
+
     def success(self) -> None:
         self.failures = 0
         self.state = Circuit.CLOSED

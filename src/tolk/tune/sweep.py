@@ -165,7 +165,8 @@ class Sweep:
         base_tokens = self.settings.engine.max_num_batched_tokens
         stop_reason = None
         sweep: list[Point] = []
-        for max_num_seqs in plan.rule.sequence(plan.candidates):
+        order = sorted(plan.candidates) if plan.full else plan.rule.sequence(plan.candidates)
+        for max_num_seqs in order:
             sweep.append(await self.measure(max_num_seqs, base_tokens, "sweep"))
             if not plan.full and (stop_reason := plan.rule.decide(sweep)) is not None:
                 break
