@@ -34,9 +34,11 @@ $TOLK bench overhead --config configs/demo.yaml --model demo --workload variable
 $TOLK tune --config configs/demo.yaml --model demo --concurrency 20 --workload variable \
   --slo-p95 10 --compare-full --out "$OUT/tune"
 
-# 5. The proxy: overhead and scale with stand-in upstreams of fixed capacity, then with two
-#    real demo-model servers.
+# 5. The proxy: throughput and scale with stand-in upstreams of fixed capacity (closed loop),
+#    latency added under Poisson arrivals, then two real demo-model servers.
 $TOLK bench proxy --standin --capacity 8 --hold 0.05 --concurrency 32 --requests 2000 \
   --rounds 2 --out "$OUT/proxy-standin"
+$TOLK bench proxy --standin --capacity 64 --hold 0.05 --rate 100 --requests 1500 \
+  --rounds 2 --warmup 20 --out "$OUT/proxy-latency"
 $TOLK bench proxy --no-standin --config configs/demo.yaml --model demo --workload variable \
   --concurrency 25 --requests 100 --rounds 2 --warmup 5 --out "$OUT/proxy-real"

@@ -6,7 +6,8 @@ results.json (schema "tolk.bench.run/1"):
   levels: [{
     level (concurrency, or arrivals per second in open mode),
     summary {requests, ok, errors {status: count}, duration_s, rps, output_tokens_per_s,
-             latency_s {p50, p95, p99, mean}, overhead_ms {p50, p95}},
+             latency_s {p50, p95, p99, mean}, overhead_ms {p50, p95},
+             proxy_added_ms {p50, p95} (through a tolk proxy: latency minus its upstream time)},
     engine {queue_time_s_*, ttft_s_*, inter_token_s_*, e2e_s_* (mean, p50, p95),
             preemptions, kv_cache_peak, running_peak, waiting_peak,
             gpu_util_mean, gpu_util_peak (percent; only where the server reports NVML)},
