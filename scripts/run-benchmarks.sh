@@ -38,6 +38,8 @@ $TOLK tune --config configs/demo.yaml --model demo --concurrency 20 --workload v
 #    latency added under Poisson arrivals, then two real demo-model servers.
 $TOLK bench proxy --standin --capacity 8 --hold 0.05 --concurrency 32 --requests 2000 \
   --rounds 2 --out "$OUT/proxy-standin"
+$TOLK bench proxy --standin --capacity 8 --hold 0.2 --concurrency 32 --requests 800 \
+  --rounds 2 --warmup 32 --out "$OUT/proxy-scale"
 $TOLK bench proxy --standin --capacity 64 --hold 0.05 --rate 100 --requests 1500 \
   --rounds 2 --warmup 20 --out "$OUT/proxy-latency"
 $TOLK bench proxy --no-standin --config configs/demo.yaml --model demo --workload variable \
