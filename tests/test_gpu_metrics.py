@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 from prometheus_client import generate_latest
 
+from tests.test_bench_units import _results
 from tolk.bench import report
 from tolk.bench.scrape import GPU_UTILIZATION, Snapshot
 from tolk.engine import EngineMetrics
@@ -83,37 +84,15 @@ def generate_latest_of(collector: GpuCollector) -> bytes:
 
 
 def test_report_shows_gpu_utilisation_when_sampled(tmp_path: Path) -> None:
-    level = {
-        "level": 4.0,
-        "summary": {
-            "requests": 1,
-            "ok": 1,
-            "errors": {},
-            "duration_s": 1.0,
-            "rps": 1.0,
-            "output_tokens_per_s": 10.0,
-            "latency_s": {"p50": 1.0, "p95": 1.0, "p99": 1.0, "mean": 1.0},
-            "overhead_ms": {},
-        },
-        "engine": {"gpu_util_mean": 72.0, "gpu_util_peak": 95.0},
-        "timeline": [
-            {"t": 0.0, "running": 1.0, "waiting": 0.0, "kv_cache": 0.1, "gpu_util": 50.0},
-            {"t": 0.5, "running": 2.0, "waiting": 0.0, "kv_cache": 0.2, "gpu_util": 95.0},
-        ],
-        "records": [],
-    }
-    results = {
-        "schema": report.SCHEMA,
-        "started_at": "2026-01-01T00:00:00+00:00",
-        "url": "u",
-        "mode": "closed",
-        "workload": {"name": "variable"},
-        "generator_ceiling_rps": 500.0,
-        "warnings": [],
-        "levels": [level],
-    }
+    results = _results()
+    level = results["levels"][0]  # type: ignore[index]
+    level["engine"] = {"gpu_util_mean": 72.0, "gpu_util_peak": 95.0}
+    level["timeline"] = [
+        {"t": 0.0, "running": 1.0, "waiting": 0.0, "kv_cache": 0.1, "gpu_util": 50.0},
+        {"t": 0.5, "running": 2.0, "waiting": 0.0, "kv_cache": 0.2, "gpu_util": 95.0},
+    ]
     report.write(results, tmp_path)
     md = (tmp_path / "report.md").read_text()
     assert "GPU util %" in md
-    row = next(line for line in md.splitlines() if line.startswith("| 4 |"))
+    row = next(line for line in md.splitlines() if line.startswith("| 5 |"))
     assert row.endswith("| 72 |")

@@ -16,7 +16,7 @@ from tolk.server.metrics import CONCURRENCY_BUCKETS
 from tolk.tune import report
 from tolk.tune.profile import Profile, busy_quantile
 from tolk.tune.rules import MiB, Point, Slo, StopRule, choose, waste
-from tolk.tune.sweep import batched_tokens_around, recommended_engine
+from tolk.tune.sweep import batched_tokens_around, choice_json, recommended_engine
 
 GRID = (1, 2, 4, 8, 16, 32, 64)
 
@@ -186,14 +186,7 @@ def _results() -> dict[str, Any]:
         "per_point": {"duration_s": 5, "requests": None},
         "points": [p.__dict__ for p in points],
         "sweep": {"measured": [1, 2, 4], "skipped": [], "stop_reason": None, "seconds": 90},
-        "choice": {
-            "max_num_seqs": choice.point.max_num_seqs,
-            "max_num_batched_tokens": choice.point.max_num_batched_tokens,
-            "rps": choice.point.rps,
-            "p95_s": choice.point.p95,
-            "met_slo": choice.met_slo,
-            "reason": choice.reason,
-        },
+        "choice": choice_json(choice),
         "waste": [],
         "recommended_engine": recommended_engine(choice.point, []),
         "comparison": None,

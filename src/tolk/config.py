@@ -214,12 +214,8 @@ def build_config(
         raise ConfigError(describe_validation_error(exc, source)) from exc
 
 
-def load_config(
-    path: Path,
-    *,
-    environ: Mapping[str, str] | None = None,
-    overrides: Mapping[str, Any] | None = None,
-) -> TolkConfig:
+def read_yaml_mapping(path: Path, expected: str) -> dict[str, Any]:
+    """A YAML file whose top level is a mapping, or a ConfigError saying what is wrong."""
     try:
         data = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
     except OSError as exc:
@@ -227,6 +223,16 @@ def load_config(
     except yaml.YAMLError as exc:
         raise ConfigError(f"{path} is not valid YAML: {exc}") from exc
     if not isinstance(data, dict):
-        raise ConfigError(f"{path}: the top level must be a mapping with 'server' and 'models'")
+        raise ConfigError(f"{path}: the top level must be {expected}")
+    return data
+
+
+def load_config(
+    path: Path,
+    *,
+    environ: Mapping[str, str] | None = None,
+    overrides: Mapping[str, Any] | None = None,
+) -> TolkConfig:
+    data = read_yaml_mapping(path, "a mapping with 'server' and 'models'")
     _resolve_paths(data, path.parent)
     return build_config(data, source=str(path), environ=environ, overrides=overrides)

@@ -5,10 +5,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-import yaml
 from pydantic import AnyHttpUrl, BaseModel, ConfigDict, Field, ValidationError, model_validator
 
-from tolk.config import ConfigError, describe_validation_error
+from tolk.config import ConfigError, describe_validation_error, read_yaml_mapping
 
 
 class _Strict(BaseModel):
@@ -83,14 +82,7 @@ class ProxyConfig(_Strict):
 
 
 def load_proxy_config(path: Path, overrides: dict[str, Any] | None = None) -> ProxyConfig:
-    try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
-    except OSError as exc:
-        raise ConfigError(f"cannot read proxy configuration {path}: {exc.strerror}") from exc
-    except yaml.YAMLError as exc:
-        raise ConfigError(f"{path} is not valid YAML: {exc}") from exc
-    if not isinstance(data, dict):
-        raise ConfigError(f"{path}: the top level must be a mapping")
+    data = read_yaml_mapping(path, "a mapping of proxy settings")
     data.update({k: v for k, v in (overrides or {}).items() if v is not None})
     try:
         return ProxyConfig.model_validate(data)

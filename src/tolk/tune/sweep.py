@@ -210,14 +210,14 @@ class Sweep:
                 "stop_reason": stop_reason,
                 "seconds": sum(p.seconds for p in sweep),
             },
-            "choice": _choice_json(final),
+            "choice": choice_json(final),
             "waste": [asdict(w) for w in flags],
             "recommended_engine": recommended_engine(final.point, flags),
             "comparison": comparison,
         }
 
 
-def _choice_json(choice: Choice) -> dict[str, Any]:
+def choice_json(choice: Choice) -> dict[str, Any]:
     return {
         "max_num_seqs": choice.point.max_num_seqs,
         "max_num_batched_tokens": choice.point.max_num_batched_tokens,
@@ -247,7 +247,7 @@ def compare(sweep: list[Point], full: list[Point], first: Choice, slo: Slo) -> d
     top = max(under_slo, default=best.point.rps)
     same = next(p for p in full if p.max_num_seqs == first.point.max_num_seqs)
     return {
-        "full_choice": _choice_json(best),
+        "full_choice": choice_json(best),
         "full_best_rps": top,
         "early_choice_max_num_seqs": first.point.max_num_seqs,
         "early_choice_rps_in_full": same.rps,
