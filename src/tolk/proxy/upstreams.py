@@ -421,6 +421,7 @@ class UpstreamPool:
 __all__ = [
     "Circuit",
     "CircuitBreaker",
+    "ModelInfo",
     "Upstream",
     "UpstreamPool",
     "address_url",
