@@ -15,7 +15,7 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.helpers import metric_samples, wait_until
+from tests.helpers import metric_samples, metric_value, wait_until
 from tolk.bench.processes import LocalServer
 from tolk.bench.proxy import start_proxy, start_standin
 
@@ -89,15 +89,6 @@ async def counts(client: httpx.AsyncClient, n: int, concurrency: int) -> Counter
     return out
 
 
-async def metric(client: httpx.AsyncClient, name: str, **labels: str) -> float:
-    text = (await client.get("/metrics")).text
-    return sum(
-        v
-        for sample_labels, v in metric_samples(text, name)
-        if all(sample_labels.get(k) == w for k, w in labels.items())
-    )
-
-
 async def test_routes_by_pair_and_refuses_unserved_pairs(
     rig: Rig, proxy: httpx.AsyncClient
 ) -> None:
@@ -137,10 +128,10 @@ async def test_resets_are_retried_elsewhere_and_open_the_circuit(
     rig.set(rig.u1, mode="reset")
     seen = await counts(proxy, 30, concurrency=4)
     assert seen == Counter({(200, rig.u2.url): 30})  # no client saw a failure
-    assert await metric(proxy, "tolk_proxy_retries_total", reason="reset") >= 1
+    assert await metric_value(proxy, "tolk_proxy_retries_total", reason="reset") >= 1
     states = {u["url"]: u for u in (await proxy.get("/upstreams")).json()["upstreams"]}
     assert states[rig.u1.url]["circuit"] in ("open", "half_open")
-    assert await metric(proxy, "tolk_proxy_ejections_total", upstream=rig.u1.url,
+    assert await metric_value(proxy, "tolk_proxy_ejections_total", upstream=rig.u1.url,
                         reason="circuit_open") >= 1  # fmt: skip
 
 
@@ -176,7 +167,7 @@ async def test_overloaded_upstream_is_retried_elsewhere_and_not_hammered(
     rig.set(rig.u1, mode="overload")
     seen = await counts(proxy, 40, concurrency=4)
     assert seen == Counter({(200, rig.u2.url): 40})
-    refused = await metric(proxy, "tolk_proxy_upstream_requests_total", upstream=rig.u1.url,
+    refused = await metric_value(proxy, "tolk_proxy_upstream_requests_total", upstream=rig.u1.url,
                            outcome="503")  # fmt: skip
     # Each 503 keeps u1 out for its Retry-After (1 s) and 3 open the circuit: a handful, not 40.
     assert 1 <= refused <= 6
@@ -271,13 +262,11 @@ async def test_a_client_leaving_drops_the_upstream_request(
     # long before its 5 s were up.
     took = await wait_until(nothing_held, within=3)
     assert took < 2
-    await wait_until(
-        lambda: _metric_is(proxy, "tolk_proxy_requests_total", 1, status="499"), within=3
-    )
 
+    async def recorded_as_499() -> bool:
+        return await metric_value(proxy, "tolk_proxy_requests_total", status="499") == 1
 
-async def _metric_is(client: httpx.AsyncClient, name: str, value: float, **labels: str) -> bool:
-    return await metric(client, name, **labels) == value
+    await wait_until(recorded_as_499, within=3)
 
 
 async def test_metrics_and_upstreams_describe_the_pool(rig: Rig, proxy: httpx.AsyncClient) -> None:

@@ -22,6 +22,16 @@ app = typer.Typer(
 console = Console(width=None if sys.stdout.isatty() else 170)
 
 
+# Options several commands share (bench run/journey/overhead/proxy, tune).
+ConfigOption = Annotated[Path, typer.Option(help="tolk config holding the model.")]
+ModelOption = Annotated[str, typer.Option(help="The model, by its name in the config.")]
+WorkloadOption = Annotated[str, typer.Option(help="uniform, variable, articles, or a JSONL file.")]
+ItemsOption = Annotated[int, typer.Option(help="Distinct texts generated.")]
+SeedOption = Annotated[int, typer.Option(help="Seed of the generated workload.")]
+OutOption = Annotated[Path | None, typer.Option(help="Output directory.")]
+DEMO_CONFIG = Path("configs/demo.yaml")
+
+
 def levels(text: str | None, kind: type[float] | type[int]) -> tuple[float, ...]:
     if not text:
         return ()
@@ -41,9 +51,7 @@ def default_out(kind: str) -> Path:
 @app.command("run")
 def run_command(
     url: Annotated[str, typer.Option(help="The tolk server (or proxy) to load.")],
-    workload: Annotated[
-        str, typer.Option(help="uniform, variable, articles, or a JSONL file.")
-    ] = "variable",
+    workload: WorkloadOption = "variable",
     concurrency: Annotated[
         str | None, typer.Option(help="Closed loop: concurrency levels, e.g. 1,5,10,25,50.")
     ] = None,
@@ -53,11 +61,11 @@ def run_command(
     requests: Annotated[int | None, typer.Option(help="Requests per level.")] = None,
     duration: Annotated[float | None, typer.Option(help="Seconds per level.")] = None,
     warmup: Annotated[int, typer.Option(help="Unrecorded requests before each level.")] = 5,
-    items: Annotated[int, typer.Option(help="Distinct texts generated.")] = 200,
+    items: ItemsOption = 200,
     source: Annotated[str, typer.Option(help="Source language (uniform/variable).")] = "en",
     target: Annotated[str, typer.Option(help="Target language (uniform/variable).")] = "de",
-    seed: Annotated[int, typer.Option()] = 0,
-    out: Annotated[Path | None, typer.Option(help="Output directory.")] = None,
+    seed: SeedOption = 0,
+    out: OutOption = None,
 ) -> None:
     """Drive a server at each load level; write results.json, report.md and charts."""
     if concurrency and rate:
@@ -89,12 +97,8 @@ def run_command(
 
 @app.command("journey")
 def journey_command(
-    config: Annotated[Path, typer.Option(help="tolk config holding the model.")] = Path(
-        "configs/demo.yaml"
-    ),
-    model: Annotated[str, typer.Option(help="The model (by name) every architecture serves.")] = (
-        "demo"
-    ),
+    config: ConfigOption = DEMO_CONFIG,
+    model: ModelOption = "demo",
     workloads: Annotated[str, typer.Option(help="Comma-separated workloads.")] = "uniform,variable",
     concurrency: Annotated[int, typer.Option(help="Concurrent clients.")] = 25,
     requests: Annotated[int, typer.Option(help="Requests per architecture and workload.")] = 100,
@@ -102,12 +106,12 @@ def journey_command(
     architectures: Annotated[
         str | None, typer.Option(help="Comma-separated subset (default: all five).")
     ] = None,
-    items: Annotated[int, typer.Option(help="Distinct texts per workload.")] = 200,
+    items: ItemsOption = 200,
     timeout: Annotated[
         float, typer.Option(help="Per-request deadline on every architecture, seconds.")
     ] = 300.0,
-    seed: Annotated[int, typer.Option()] = 0,
-    out: Annotated[Path | None, typer.Option(help="Output directory.")] = None,
+    seed: SeedOption = 0,
+    out: OutOption = None,
 ) -> None:
     """Reproduce the case study's journey: baseline, static batching, continuous batching."""
     from tolk.bench import journey
@@ -138,18 +142,16 @@ def journey_command(
 
 @app.command("overhead")
 def overhead_command(
-    config: Annotated[Path, typer.Option(help="tolk config holding the model.")] = Path(
-        "configs/demo.yaml"
-    ),
-    model: Annotated[str, typer.Option(help="The model (by name).")] = "demo",
-    workload: Annotated[str, typer.Option(help="Workload.")] = "variable",
+    config: ConfigOption = DEMO_CONFIG,
+    model: ModelOption = "demo",
+    workload: WorkloadOption = "variable",
     concurrency: Annotated[int, typer.Option(help="Concurrent requests.")] = 25,
     requests: Annotated[int, typer.Option(help="Requests per round and path.")] = 200,
     rounds: Annotated[int, typer.Option(help="Alternating direct/HTTP rounds.")] = 2,
     warmup: Annotated[int, typer.Option(help="Unrecorded requests first.")] = 5,
-    items: Annotated[int, typer.Option(help="Distinct texts.")] = 200,
-    seed: Annotated[int, typer.Option()] = 0,
-    out: Annotated[Path | None, typer.Option(help="Output directory.")] = None,
+    items: ItemsOption = 200,
+    seed: SeedOption = 0,
+    out: OutOption = None,
 ) -> None:
     """The same requests directly on AsyncLLM in-process and through tolk's HTTP API."""
     from tolk.bench import overhead
@@ -186,11 +188,9 @@ def proxy_command(
     ] = True,
     capacity: Annotated[int, typer.Option(help="Stand-ins: requests held at once.")] = 8,
     hold: Annotated[float, typer.Option(help="Stand-ins: seconds each request is held.")] = 0.05,
-    config: Annotated[Path, typer.Option(help="Real servers: tolk config.")] = Path(
-        "configs/demo.yaml"
-    ),
-    model: Annotated[str, typer.Option(help="Real servers: the model.")] = "demo",
-    workload: Annotated[str, typer.Option(help="Workload.")] = "variable",
+    config: ConfigOption = DEMO_CONFIG,
+    model: ModelOption = "demo",
+    workload: WorkloadOption = "variable",
     concurrency: Annotated[int, typer.Option(help="Concurrent requests.")] = 32,
     rate: Annotated[
         float | None,
@@ -199,9 +199,9 @@ def proxy_command(
     requests: Annotated[int, typer.Option(help="Requests per round and path.")] = 2000,
     rounds: Annotated[int, typer.Option(help="Rounds of direct, proxy-1, proxy-2.")] = 2,
     warmup: Annotated[int, typer.Option(help="Unrecorded requests first.")] = 50,
-    items: Annotated[int, typer.Option(help="Distinct texts.")] = 200,
-    seed: Annotated[int, typer.Option()] = 0,
-    out: Annotated[Path | None, typer.Option(help="Output directory.")] = None,
+    items: ItemsOption = 200,
+    seed: SeedOption = 0,
+    out: OutOption = None,
 ) -> None:
     """The proxy's overhead (one upstream, direct vs proxied) and scaling (two upstreams)."""
     from tolk.bench import proxy

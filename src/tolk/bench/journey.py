@@ -23,6 +23,7 @@ from rich.table import Table
 
 from tolk.bench import loadgen
 from tolk.bench.processes import LocalServer, free_port, start_tolk
+from tolk.bench.report import save_figure
 from tolk.bench.run import progress_callback
 from tolk.bench.stats import summarize
 from tolk.bench.workloads import Workload
@@ -229,10 +230,7 @@ def chart(results: dict[str, Any], path: Path) -> Path:
     ax.set_ylabel("requests/s")
     ax.set_title(f"Throughput journey (concurrency {results['concurrency']})")
     ax.legend(title="workload")
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    return path
+    return save_figure(fig, path)
 
 
 def write(results: dict[str, Any], out_dir: Path) -> list[Path]:

@@ -136,10 +136,7 @@ def charts(results: dict[str, Any], out_dir: Path) -> list[Path]:
     ax2.plot(xs, [lv["summary"]["latency_s"]["p95"] for lv in levels], "s--", color="tab:red")
     ax2.set_ylabel("p95 latency (s)", color="tab:red")
     ax.set_title(f"Throughput and p95 latency: {results['workload']['name']}")
-    fig.tight_layout()
-    written.append(out_dir / "levels.png")
-    fig.savefig(written[-1], dpi=110)
-    plt.close(fig)
+    written.append(save_figure(fig, out_dir / "levels.png"))
 
     fig, ax = plt.subplots(figsize=(8, 4))
     offset = 0.0
@@ -156,10 +153,7 @@ def charts(results: dict[str, Any], out_dir: Path) -> list[Path]:
     ax.set_ylabel("response time (s)")
     ax.set_title("Response time over the run")
     ax.legend(title=level_name, fontsize=7, markerscale=2)
-    fig.tight_layout()
-    written.append(out_dir / "latency_over_time.png")
-    fig.savefig(written[-1], dpi=110)
-    plt.close(fig)
+    written.append(save_figure(fig, out_dir / "latency_over_time.png"))
 
     fig, ax = plt.subplots(figsize=(8, 4))
     offset = 0.0
@@ -185,11 +179,18 @@ def charts(results: dict[str, Any], out_dir: Path) -> list[Path]:
     ax.set_title("Engine utilisation: running and waiting requests")
     ax.legend(loc="upper left")
     _plot_gpu(ax, levels)
-    fig.tight_layout()
-    written.append(out_dir / "timeline.png")
-    fig.savefig(written[-1], dpi=110)
-    plt.close(fig)
+    written.append(save_figure(fig, out_dir / "timeline.png"))
     return written
+
+
+def save_figure(fig: Any, path: Path) -> Path:
+    """Lay out, write as PNG and close a matplotlib figure."""
+    import matplotlib.pyplot as plt
+
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
 
 
 def _plot_gpu(ax: Any, levels: list[dict[str, Any]]) -> None:

@@ -78,22 +78,24 @@ def english_span(words: list[str], tokens: int, rng: random.Random) -> str:
     return " ".join(words[start : start + count])
 
 
-def uniform(n: int = 200, seed: int = 0, source: str = "en", target: str = "de") -> Workload:
+def _english(
+    name: str, low: int, high: int, n: int, seed: int, source: str, target: str
+) -> Workload:
+    """n spans of English prose, each `low`-`high` approximate tokens long."""
     rng = random.Random(seed)
     words = english_words()
     items = [
-        WorkItem(english_span(words, rng.randint(96, 104), rng), source, target) for _ in range(n)
+        WorkItem(english_span(words, rng.randint(low, high), rng), source, target) for _ in range(n)
     ]
-    return Workload("uniform", tuple(items))
+    return Workload(name, tuple(items))
+
+
+def uniform(n: int = 200, seed: int = 0, source: str = "en", target: str = "de") -> Workload:
+    return _english("uniform", 96, 104, n, seed, source, target)
 
 
 def variable(n: int = 200, seed: int = 0, source: str = "en", target: str = "de") -> Workload:
-    rng = random.Random(seed)
-    words = english_words()
-    items = [
-        WorkItem(english_span(words, rng.randint(10, 200), rng), source, target) for _ in range(n)
-    ]
-    return Workload("variable", tuple(items))
+    return _english("variable", 10, 200, n, seed, source, target)
 
 
 def paragraphs(text: str, min_words: int = 6) -> list[str]:

@@ -37,7 +37,8 @@ log = logging.getLogger("tolk.proxy")
 
 # Statuses an upstream answers when it cannot take a request now; another may.
 RETRYABLE_CODES = {"overloaded", "shutting_down", "engine_unavailable"}
-PASSED_HEADERS = ("content-type", "retry-after", "x-request-id")
+# Upstream response headers the client gets (lower-cased), besides the body.
+PASSED_HEADERS = frozenset({"content-type", "retry-after", "x-request-id", "server-timing"})
 CLIENT_CLOSED = 499
 
 
@@ -127,7 +128,11 @@ class Forwarder:
                     time.perf_counter() - started,
                     response.status,
                     payload,
-                    {k: response.headers[k] for k in response.headers if k.lower() in PASSED},
+                    {
+                        k.lower(): v
+                        for k, v in response.headers.items()
+                        if k.lower() in PASSED_HEADERS
+                    },
                 )
         except asyncio.CancelledError:
             upstream.breaker.abandon()
@@ -221,9 +226,6 @@ def _seconds(value: str | None, default: float) -> float:
         return default
 
 
-PASSED = set(PASSED_HEADERS) | {"server-timing"}
-
-
 def create_proxy_app(config: ProxyConfig) -> FastAPI:
     state: dict[str, Any] = {}
 
@@ -262,7 +264,6 @@ def create_proxy_app(config: ProxyConfig) -> FastAPI:
         lifespan=lifespan,
     )
     install_error_handlers(app)
-    app.add_middleware(RequestId)
 
     @app.post("/translate", summary="Forwarded to an upstream serving the pair")
     async def translate(request: Request) -> Response:
@@ -335,6 +336,12 @@ def create_proxy_app(config: ProxyConfig) -> FastAPI:
     return app
 
 
+def proxy_asgi(config: ProxyConfig) -> ASGIApp:
+    """What uvicorn serves: request ids outermost, then the /translate fast path, then the
+    FastAPI app with everything else and the lifespan."""
+    return RequestId(FastPath(create_proxy_app(config)))
+
+
 class FastPath:
     """POST /translate straight to its handler; everything else (and the lifespan) to the
     FastAPI app. Written by hand because the proxy's hot path is the one place where
@@ -349,9 +356,7 @@ class FastPath:
         if scope["type"] != "http" or scope["path"] != "/translate" or scope["method"] != "POST":
             await self.app(scope, receive, send)
             return
-        given = next((v for k, v in scope["headers"] if k == b"x-request-id"), None)
-        request_id = given.decode("latin-1") if given else uuid.uuid4().hex
-        scope["state"] = {"request_id": request_id}
+        request_id = scope["state"]["request_id"]  # set by RequestId, outside this
         request = Request(scope, receive, send)
         try:
             response = await self.app.state.translate(request)
@@ -363,7 +368,6 @@ class FastPath:
                 "the proxy failed to handle this request; it has been logged with the request id",
                 request_id=request_id,
             )
-        response.headers.setdefault("x-request-id", request_id)
         await response(scope, receive, send)
 
 
@@ -464,7 +468,7 @@ async def _translate(
     added = max(0.0, time.perf_counter() - started - waited)
     metrics.added.observe(added)
     headers = dict(final.headers or {})
-    timing = headers.pop("Server-Timing", headers.pop("server-timing", ""))
+    timing = headers.pop("server-timing", "")
     timing = ", ".join(
         t
         for t in (
@@ -474,10 +478,9 @@ async def _translate(
         )
         if t
     )
-    headers["Server-Timing"] = timing
-    headers["X-Tolk-Upstream"] = final.upstream.url
-    headers.setdefault("X-Request-ID", request_id)
-    media = headers.pop("Content-Type", headers.pop("content-type", "application/json"))
+    headers["server-timing"] = timing
+    headers["x-tolk-upstream"] = final.upstream.url
+    media = headers.pop("content-type", "application/json")
     return Response(final.body, status_code=final.status, headers=headers, media_type=media)
 
 

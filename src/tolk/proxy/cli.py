@@ -27,17 +27,8 @@ def proxy_command(
     """Route /translate to tolk servers by language pair, load and health."""
     overrides = {"host": host, "port": port, "log_level": log_level}
     try:
-        if config is not None:
-            settings = load_proxy_config(config, overrides)
-            if upstream:
-                settings = settings.model_copy(
-                    update={"upstreams": (*settings.upstreams, *upstream)}
-                )
-                settings = ProxyConfig.model_validate(settings.model_dump())
-        else:
-            data = {"upstreams": upstream or [], **{k: v for k, v in overrides.items() if v}}
-            settings = ProxyConfig.model_validate(data)
-    except (ConfigError, ValueError) as exc:
+        settings = load_proxy_config(config, overrides, upstream)
+    except ConfigError as exc:
         typer.secho(str(exc), fg=typer.colors.RED, err=True)
         raise typer.Exit(2) from exc
     run_proxy(settings)
@@ -46,14 +37,14 @@ def proxy_command(
 def run_proxy(settings: ProxyConfig) -> None:
     import uvicorn
 
-    from tolk.proxy.app import FastPath, create_proxy_app
+    from tolk.proxy.app import proxy_asgi
 
     logging.basicConfig(
         level=settings.log_level.upper(),
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
     )
     uvicorn.run(
-        FastPath(create_proxy_app(settings)),
+        proxy_asgi(settings),
         host=settings.host,
         port=settings.port,
         log_level=settings.log_level,

@@ -81,10 +81,17 @@ class ProxyConfig(_Strict):
         return [str(u).rstrip("/") for u in self.upstreams]
 
 
-def load_proxy_config(path: Path, overrides: dict[str, Any] | None = None) -> ProxyConfig:
-    data = read_yaml_mapping(path, "a mapping of proxy settings")
+def load_proxy_config(
+    path: Path | None,
+    overrides: dict[str, Any] | None = None,
+    upstreams: list[str] | None = None,
+) -> ProxyConfig:
+    """The file's settings (if any), then `overrides` that are set, plus `upstreams`."""
+    data = read_yaml_mapping(path, "a mapping of proxy settings") if path else {}
     data.update({k: v for k, v in (overrides or {}).items() if v is not None})
+    if upstreams:
+        data["upstreams"] = [*(data.get("upstreams") or []), *upstreams]
     try:
         return ProxyConfig.model_validate(data)
     except ValidationError as exc:
-        raise ConfigError(describe_validation_error(exc, str(path))) from exc
+        raise ConfigError(describe_validation_error(exc, str(path or "command line"))) from exc

@@ -3,12 +3,22 @@
 from __future__ import annotations
 
 import asyncio
-from pathlib import Path
 from typing import Annotated
 
 import typer
 
-from tolk.bench.cli import console, default_out, levels
+from tolk.bench.cli import (
+    DEMO_CONFIG,
+    ConfigOption,
+    ItemsOption,
+    ModelOption,
+    OutOption,
+    SeedOption,
+    WorkloadOption,
+    console,
+    default_out,
+    levels,
+)
 from tolk.bench.run import progress_bar
 from tolk.bench.workloads import load
 from tolk.tune import report
@@ -20,10 +30,8 @@ CANDIDATES_TEXT = ",".join(map(str, DEFAULT_CANDIDATES))
 
 
 def tune_command(
-    config: Annotated[Path, typer.Option(help="tolk config holding the model.")] = Path(
-        "configs/demo.yaml"
-    ),
-    model: Annotated[str, typer.Option(help="The model (by name) to tune.")] = "demo",
+    config: ConfigOption = DEMO_CONFIG,
+    model: ModelOption = "demo",
     from_server: Annotated[
         str | None,
         typer.Option(
@@ -37,9 +45,7 @@ def tune_command(
     concurrency: Annotated[
         int | None, typer.Option(help="Concurrent requests to tune for (default 20).")
     ] = None,
-    workload: Annotated[
-        str, typer.Option(help="variable, articles, uniform, or a JSONL file.")
-    ] = "variable",
+    workload: WorkloadOption = "variable",
     candidates: Annotated[
         str, typer.Option(help="max_num_seqs values, swept in this order.")
     ] = CANDIDATES_TEXT,
@@ -77,9 +83,9 @@ def tune_command(
     patience: Annotated[
         int, typer.Option(help="Stopping rule: settings without gain before stopping anyway.")
     ] = 2,
-    items: Annotated[int, typer.Option(help="Distinct texts.")] = 200,
-    seed: Annotated[int, typer.Option()] = 0,
-    out: Annotated[Path | None, typer.Option(help="Output directory.")] = None,
+    items: ItemsOption = 200,
+    seed: SeedOption = 0,
+    out: OutOption = None,
 ) -> None:
     """Sweep max_num_seqs (then max_num_batched_tokens) on the model, each setting a fresh
     server driven at the target concurrency; recommend the fastest setting within the SLO."""

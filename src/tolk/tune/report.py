@@ -22,7 +22,7 @@ from typing import Any
 import yaml
 from rich.table import Table
 
-from tolk.bench.report import json_safe
+from tolk.bench.report import json_safe, save_figure
 
 HEADERS = [
     "phase",
@@ -189,10 +189,7 @@ def chart(results: dict[str, Any], path: Path) -> Path:
         f"tolk tune: {results['model']}, {results['workload']['name']} workload at "
         f"concurrency {results['concurrency']}"
     )
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    return path
+    return save_figure(fig, path)
 
 
 def write(results: dict[str, Any], out_dir: Path) -> list[Path]:

@@ -20,7 +20,7 @@ from tolk.bench.processes import start_tolk
 from tolk.bench.run import RunPlan, measure_level
 from tolk.bench.workloads import Workload
 from tolk.config import ModelSettings, TolkConfig, load_config
-from tolk.engine.engine import CPU_DEFAULT_KV_CACHE_BYTES
+from tolk.engine.engine import CPU_DEFAULT_KV_CACHE_BYTES, on_cpu
 from tolk.tune.rules import Choice, Point, Slo, StopRule, Waste, choose, waste
 
 SCHEMA = "tolk.tune/1"
@@ -187,9 +187,7 @@ class Sweep:
             full = [await self.measure(c, base_tokens, "full") for c in sorted(plan.candidates)]
             comparison = compare(sweep, full, first, plan.slo)
 
-        from vllm.platforms import current_platform
-
-        kv_bytes = kv_cache_bytes(self.settings, bool(current_platform.is_cpu()))
+        kv_bytes = kv_cache_bytes(self.settings, on_cpu())
         flags = waste(final.point, kv_bytes)
         return {
             "schema": SCHEMA,
