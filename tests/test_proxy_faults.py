@@ -285,3 +285,40 @@ async def test_metrics_and_upstreams_describe_the_pool(rig: Rig, proxy: httpx.As
     assert {u["url"] for u in states} == {rig.u1.url, rig.u2.url}
     assert all(u["healthy"] and u["circuit"] == "closed" for u in states)
     assert (await proxy.get("/ready")).json()["status"] == "ready"
+
+
+async def test_every_upstream_failing_gives_502_after_capped_retries(
+    rig: Rig, proxy: httpx.AsyncClient
+) -> None:
+    rig.set(rig.u1, mode="reset")
+    rig.set(rig.u2, mode="reset")
+    r = await proxy.post("/translate", json=BODY)
+    assert r.status_code == 502
+    error = r.json()["error"]
+    assert error["code"] == "upstream_unavailable"
+    assert [a["failure"] for a in error["attempts"]] == ["reset"] * 3  # the cap: 3 tries
+    assert {a["upstream"] for a in error["attempts"]} == {rig.u1.url, rig.u2.url}
+    assert await metric_value(proxy, "tolk_proxy_retries_total", reason="reset") == 2
+
+
+def test_upstreams_found_through_dns(rig: Rig) -> None:
+    """A name resolving to the upstream's address (here `localhost`) is an upstream."""
+    for server in (rig.u1, rig.u2):
+        rig.set(server, mode="ok", hold=0.02)
+    port = int(rig.u1.url.rsplit(":", 1)[1])
+    server = start_proxy(
+        rig.workdir,
+        "proxy-dns",
+        [],
+        dns=[{"name": "localhost", "port": port, "interval": 0.5}],
+        health={"interval": INTERVAL, "timeout": 0.5},
+    )
+    try:
+        listed = httpx.get(f"{server.url}/upstreams", timeout=5).json()["upstreams"]
+        found = {u["url"]: u for u in listed}[f"http://127.0.0.1:{port}"]
+        assert found["origin"] == "dns:localhost"
+        assert found["healthy"]
+        r = httpx.post(f"{server.url}/translate", json={**BODY, "target_lang": "fr"}, timeout=10)
+        assert (r.status_code, r.headers["x-tolk-upstream"]) == (200, f"http://127.0.0.1:{port}")
+    finally:
+        server.stop()
