@@ -15,7 +15,8 @@ def test_defaults_are_explicit_batching_settings() -> None:
     config = build_config(MINIMAL, environ={})
     engine = config.models[0].engine
     assert (engine.max_num_seqs, engine.max_num_batched_tokens) == (16, 8192)
-    assert engine.gpu_memory_utilization == 0.3
+    # Decided when the engine starts: 0.9 split among the models, eager only on the CPU.
+    assert (engine.gpu_memory_utilization, engine.enforce_eager) == (None, None)
     assert config.models[0].languages == ("en", "de")
     assert config.server.request_timeout == 30
     assert config.models[0].sampling.temperature == 0.0

@@ -19,11 +19,33 @@ def test_engine_args_are_explicit() -> None:
     args = engine_args(_model({"max_waiting": 10}), cpu=False)  # type: ignore[arg-type]
     assert args["max_num_seqs"] == 16
     assert args["max_num_batched_tokens"] == 8192
-    assert args["max_num_queued_reqs"] == 26
-    assert args["gpu_memory_utilization"] == 0.3
     assert args["served_model_name"] == "m"
     assert args["disable_log_stats"] is False
+    assert args["enforce_eager"] is False  # CUDA graphs on by default on a GPU
     assert "kv_cache_memory_bytes" not in args
+    # Admission is tolk's own: no vLLM 0.32-only queue bound is passed.
+    assert "max_num_queued_reqs" not in args
+
+
+def test_gpu_memory_share_defaults_to_vllms_split_among_models() -> None:
+    one = engine_args(_model({}), cpu=False)  # type: ignore[arg-type]
+    assert one["gpu_memory_utilization"] == 0.9
+    three = engine_args(_model({}), cpu=False, models_sharing=3)  # type: ignore[arg-type]
+    assert three["gpu_memory_utilization"] == 0.3
+    configured = engine_args(
+        _model({"gpu_memory_utilization": 0.25}),  # type: ignore[arg-type]
+        cpu=False,
+        models_sharing=3,
+    )
+    assert configured["gpu_memory_utilization"] == 0.25
+
+
+def test_eager_by_default_only_on_the_cpu_engine() -> None:
+    assert engine_args(_model({}), cpu=True)["enforce_eager"] is True  # type: ignore[arg-type]
+    compiled = engine_args(_model({"enforce_eager": False}), cpu=True)  # type: ignore[arg-type]
+    assert compiled["enforce_eager"] is False
+    eager = engine_args(_model({"enforce_eager": True}), cpu=False)  # type: ignore[arg-type]
+    assert eager["enforce_eager"] is True
 
 
 def test_engine_args_cpu_always_sizes_the_kv_cache() -> None:

@@ -64,7 +64,7 @@ async def test_overload_gets_503_with_retry_after_at_once(
     client: httpx.AsyncClient, texts: TextMaker
 ) -> None:
     await wait_until(lambda: engine_idle(client), within=60)
-    rejected_before = await metric_value(client, "vllm:admission_rejections_total")
+    rejected_before = await metric_value(client, "tolk_admission_rejections_total", model="demo")
     text = texts.text(150)
     # 16 running + 24 waiting fit; 80 at once must overflow the waiting bound.
     responses = await asyncio.gather(
@@ -83,7 +83,7 @@ async def test_overload_gets_503_with_retry_after_at_once(
             assert int(response.headers["retry-after"]) >= 1
             # Refused without waiting behind the queue.
             assert response.elapsed.total_seconds() < 2.0
-    rejected_after = await metric_value(client, "vllm:admission_rejections_total")
+    rejected_after = await metric_value(client, "tolk_admission_rejections_total", model="demo")
     assert rejected_after - rejected_before == statuses.count(503)
 
 

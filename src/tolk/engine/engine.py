@@ -1,25 +1,33 @@
 """One vLLM AsyncLLM per configured model: start, generate, admission, health, shutdown.
 
-This is the only module that talks to vLLM's engine API. Its exceptions are translated here
-into tolk's own (tolk.errors), so nothing above needs to know vLLM's exception types.
+This is the only module that talks to vLLM's engine API (what differs between vLLM releases
+is in tolk.engine.vllm_compat). Its exceptions are translated here into tolk's own
+(tolk.errors), so nothing above needs to know vLLM's exception types.
 """
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import logging
 import os
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any, Protocol
 
 from tolk.config import EngineSettings, ModelSettings, SamplingSettings
+from tolk.engine.admission import Admission
 from tolk.engine.metrics import EngineMetrics
+from tolk.engine.vllm_compat import UnsupportedEngineArgs, VllmRelease
 from tolk.errors import EngineUnavailable, Overloaded, TolkError
 
 log = logging.getLogger("tolk.engine")
 
 CPU_DEFAULT_KV_CACHE_BYTES = 1 << 30
+# On a GPU without a configured share: vLLM's own default (0.9), divided among the models of
+# the server, which all share the GPU.
+GPU_MEMORY_SHARE = 0.9
 
 
 class Tokenizer(Protocol):
@@ -53,24 +61,25 @@ def on_cpu() -> bool:
     return bool(current_platform.is_cpu())
 
 
-def engine_args(model: ModelSettings, *, cpu: bool) -> dict[str, Any]:
-    """AsyncEngineArgs fields for `model`, every batching setting explicit."""
+def engine_args(model: ModelSettings, *, cpu: bool, models_sharing: int = 1) -> dict[str, Any]:
+    """AsyncEngineArgs fields for `model`, every batching setting explicit. `models_sharing`
+    is how many models share the GPU (the default memory share is split among them)."""
     e: EngineSettings = model.engine
+    gpu_share = e.gpu_memory_utilization
+    if gpu_share is None:
+        gpu_share = round(GPU_MEMORY_SHARE / max(1, models_sharing), 3)
     args: dict[str, Any] = {
         "model": model.path,
         "served_model_name": model.name,
         "max_num_seqs": e.max_num_seqs,
         "max_num_batched_tokens": e.max_num_batched_tokens,
-        # vLLM's own admission control: unfinished (running + waiting) requests beyond
-        # this are refused with QueueOverflowError, which tolk answers with 503.
-        "max_num_queued_reqs": e.max_num_seqs + e.max_waiting,
         "dtype": e.dtype,
-        "enforce_eager": e.enforce_eager,
+        "enforce_eager": cpu if e.enforce_eager is None else e.enforce_eager,
         "enable_prefix_caching": e.enable_prefix_caching,
         "seed": e.seed,
         "trust_remote_code": e.trust_remote_code,
         "disable_log_stats": False,  # the vllm:* Prometheus metrics need stats on
-        "gpu_memory_utilization": e.gpu_memory_utilization,
+        "gpu_memory_utilization": gpu_share,
     }
     if e.max_model_len is not None:
         args["max_model_len"] = e.max_model_len
@@ -125,16 +134,33 @@ class ModelEngine:
         # Engine requests submitted and not yet finished: the concurrency this model sees,
         # sampled into tolk_concurrent_texts for `tolk tune`.
         self.in_flight = 0
+        e = settings.engine
+        self.admission = Admission(e.max_num_seqs + e.max_waiting)
 
     @classmethod
-    def start(cls, settings: ModelSettings, metrics: EngineMetrics) -> ModelEngine:
+    def start(
+        cls, settings: ModelSettings, metrics: EngineMetrics, *, models_sharing: int = 1
+    ) -> ModelEngine:
         """Start the engine (blocks for the engine's start-up, ~15-25 s on CPU)."""
         from vllm.engine.arg_utils import AsyncEngineArgs
         from vllm.v1.engine.async_llm import AsyncLLM
 
         begun = time.monotonic()
-        args = engine_args(settings, cpu=on_cpu())
-        log.info("starting engine for model '%s' from %s", settings.name, settings.path)
+        release = VllmRelease.installed()
+        if not release.tested:
+            log.warning("vLLM %s is not a release tolk is tested on", release.version)
+        try:
+            args = release.check_engine_args(
+                engine_args(settings, cpu=on_cpu(), models_sharing=models_sharing), settings.name
+            )
+        except UnsupportedEngineArgs as exc:
+            raise EngineStartError(settings.name, exc) from exc
+        log.info(
+            "starting engine for model '%s' from %s (vLLM %s)",
+            settings.name,
+            settings.path,
+            release.version,
+        )
         try:
             llm = AsyncLLM.from_engine_args(AsyncEngineArgs(**args))
         except Exception as exc:
@@ -163,32 +189,35 @@ class ModelEngine:
                 model=self.name,
             )
 
-    def unfinished(self) -> int:
-        """Requests this engine holds: running plus waiting."""
-        return int(self._llm.get_num_unfinished_requests())
-
-    def admit(self, n: int) -> None:
-        """Refuse `n` new engine requests at once if they would overflow the waiting bound."""
-        from vllm.exceptions import GracefulHTTPError
-
+    @contextlib.contextmanager
+    def admit(self, n: int) -> Iterator[None]:
+        """Hold `n` texts of one request against this model's capacity (max_num_seqs running
+        plus max_waiting waiting) for the body of the `with`, or refuse them all at once
+        with Overloaded. Called before any per-text work."""
+        if not self.admission.try_acquire(n):
+            raise self._overloaded(n)
         try:
-            self._llm.check_admission(n)
-        except GracefulHTTPError as exc:
-            raise self._overloaded(n) from exc
+            yield
+        finally:
+            self.admission.release(n)
 
     def _overloaded(self, n: int) -> Overloaded:
         e = self.settings.engine
-        return Overloaded(
-            f"model '{self.name}' is at capacity ({e.max_num_seqs} running, "
-            f"{e.max_waiting} waiting); retry shortly or on another server",
-            retry_after=1.0,
-            model=self.name,
-            requested=n,
-        )
+        if n > self.admission.capacity:
+            message = (
+                f"{n} texts in one request exceed model '{self.name}''s capacity of "
+                f"{self.admission.capacity} ({e.max_num_seqs} running + {e.max_waiting} "
+                "waiting); send them in smaller requests"
+            )
+        else:
+            message = (
+                f"model '{self.name}' is at capacity ({e.max_num_seqs} running, "
+                f"{e.max_waiting} waiting); retry shortly or on another server"
+            )
+        return Overloaded(message, retry_after=1.0, model=self.name, requested=n)
 
     async def generate(self, prompt_ids: list[int], max_tokens: int) -> Generation:
         """Run one engine request to completion. Cancelling this aborts it in the engine."""
-        from vllm.exceptions import GracefulHTTPError
         from vllm.v1.engine.exceptions import EngineDeadError, EngineGenerateError
 
         request_id = f"{self.name}-{next(_request_ids)}"
@@ -203,8 +232,6 @@ class ModelEngine:
         except EngineDeadError as exc:
             self.check_alive()
             raise EngineUnavailable(f"the engine for model '{self.name}' died") from exc
-        except GracefulHTTPError as exc:
-            raise self._overloaded(1) from exc
         except EngineGenerateError as exc:
             cause = exc.__cause__
             raise TolkError(

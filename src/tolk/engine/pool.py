@@ -28,7 +28,7 @@ class ModelPool:
         started: list[ModelEngine] = []
         try:
             for settings in models:
-                started.append(ModelEngine.start(settings, metrics))
+                started.append(ModelEngine.start(settings, metrics, models_sharing=len(models)))
         except BaseException:
             for engine in started:
                 engine.shutdown()

@@ -77,6 +77,13 @@ class ServiceMetrics:
             buckets=LENGTH_BUCKETS,
             registry=r,
         )
+        self.rejections = Counter(
+            "tolk_admission_rejections",
+            "Translation requests refused with 503 'overloaded' because the model held "
+            "max_num_seqs + max_waiting texts (tolk's own admission control).",
+            ["model"],
+            registry=r,
+        )
         self.engine_up = Gauge(
             "tolk_engine_up", "1 while the model's engine is alive, else 0.", ["model"], registry=r
         )
@@ -90,6 +97,7 @@ class ServiceMetrics:
             self.concurrency,
             self.source_tokens,
             self.output_tokens,
+            self.rejections,
             self.engine_up,
         )
         self.engine_metrics = engine_metrics

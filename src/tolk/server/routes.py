@@ -9,7 +9,7 @@ from fastapi.responses import JSONResponse
 from prometheus_client import CONTENT_TYPE_LATEST
 
 from tolk.engine import ModelPool
-from tolk.errors import ClientDisconnected
+from tolk.errors import ClientDisconnected, Overloaded
 from tolk.server.errors import error_response, request_id_of
 from tolk.server.lifecycle import Lifecycle
 from tolk.server.metrics import ServiceMetrics
@@ -82,6 +82,9 @@ async def translate(
     work = translator.translate(texts, body.source_lang, body.target_lang, body.model, deadline)
     try:
         result = await lifecycle.guard(request, work)
+    except Overloaded as exc:
+        metrics.rejections.labels(str(exc.details.get("model", ""))).inc()
+        raise
     except ClientDisconnected:
         # Nobody is listening; the engine requests have been aborted.
         return Response(status_code=CLIENT_CLOSED)

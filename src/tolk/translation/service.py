@@ -161,21 +161,12 @@ class Translator:
         engine = self.pool.route(source.tag, target.tag, model)
         self._check_limits(texts)
         engine.check_alive()
-        jobs = [self._job(engine, i, t, source, target) for i, t in enumerate(texts) if t.strip()]
-        if jobs:
-            engine.admit(len(jobs))
-        started = time.monotonic()
-        try:
-            async with asyncio.timeout(deadline):
-                generations = await run_all(
-                    [engine.generate(j.prompt_ids, j.max_tokens) for j in jobs]
-                )
-        except TimeoutError as exc:
-            raise DeadlineExceeded(
-                f"the translation did not finish within the {deadline:g} s deadline and was "
-                "stopped; retry later, send shorter texts, or allow a longer deadline",
-                deadline=deadline,
-            ) from exc
+        todo = [i for i, t in enumerate(texts) if t.strip()]
+        # Admission is decided for the whole request before any per-text work.
+        with engine.admit(len(todo)):
+            jobs = [self._job(engine, i, texts[i], source, target) for i in todo]
+            started = time.monotonic()
+            generations = await self._generate_all(engine, jobs, deadline)
         engine_seconds = time.monotonic() - started
         out = list(texts)
         for job, generation in zip(jobs, generations, strict=True):
@@ -196,6 +187,20 @@ class Translator:
                 for j, g in zip(jobs, generations, strict=True)
             ],
         )
+
+    @staticmethod
+    async def _generate_all(
+        engine: ModelEngine, jobs: Sequence[EngineJob], deadline: float
+    ) -> list[Generation]:
+        try:
+            async with asyncio.timeout(deadline):
+                return await run_all([engine.generate(j.prompt_ids, j.max_tokens) for j in jobs])
+        except TimeoutError as exc:
+            raise DeadlineExceeded(
+                f"the translation did not finish within the {deadline:g} s deadline and was "
+                "stopped; retry later, send shorter texts, or allow a longer deadline",
+                deadline=deadline,
+            ) from exc
 
     @staticmethod
     def _finish(source_text: str, generation: Generation, target: Lang) -> str:

