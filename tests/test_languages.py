@@ -9,6 +9,7 @@ from tolk.languages import (
     normalize,
     parse_pair,
     serves,
+    warm,
 )
 
 
@@ -83,3 +84,13 @@ def test_coverage() -> None:
     assert explicit.covers("en", "ne")
     assert not explicit.covers("ne", "en")
     assert explicit.describe() == {"pairs": ["en>ne"]}
+
+
+def test_coverage_tags_and_warm() -> None:
+    coverage = LanguageCoverage(languages=("en", "ne"), pairs=(parse_pair("en>pt-BR"),))
+    assert coverage.tags() == {"en", "ne", "pt-BR"}
+    lang.cache_clear()
+    warm(coverage.tags())  # what a server does before its first request
+    assert lang.cache_info().currsize == 3
+    assert lang("pt-BR").name == "Portuguese (Brazil)"
+    assert lang.cache_info().hits == 1

@@ -9,6 +9,7 @@ serves `en` serves `en-US`, and one that serves `zh-Hant` serves `zh-TW` but not
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 from functools import lru_cache
 
@@ -117,6 +118,10 @@ class LanguageCoverage:
         src_ok = any(serves(t, source) for t in self.languages)
         return src_ok and any(serves(t, target) for t in self.languages)
 
+    def tags(self) -> set[str]:
+        """Every language tag this coverage names."""
+        return {*self.languages, *(t for p in self.pairs for t in (p.source, p.target))}
+
     def describe(self) -> dict[str, list[str]]:
         """JSON-friendly description, as listed by /languages and in 400 errors."""
         out: dict[str, list[str]] = {}
@@ -125,3 +130,13 @@ class LanguageCoverage:
         if self.pairs:
             out["pairs"] = [str(p) for p in self.pairs]
         return out
+
+
+def warm(tags: Iterable[str]) -> None:
+    """Describe `tags` once, ahead of traffic.
+
+    langcodes loads its tables of language names on first use: about a second that
+    py-spy on the H100 found inside the first request of a server (docs/benchmarks.md).
+    """
+    for tag in tags:
+        lang(tag)
