@@ -124,14 +124,45 @@ def run_server(settings: TolkConfig) -> None:
 @app.command("make-test-model")
 def make_test_model_command(
     out_dir: Annotated[Path, typer.Argument(help="Directory to write the model into.")],
+    shape: Annotated[
+        str,
+        typer.Option(
+            help="tiny (tests, CPU demo), 1b (Qwen2.5-1.5B's shape) or 7b (Qwen2.5-7B's)."
+        ),
+    ] = "tiny",
+    hidden_size: Annotated[int | None, typer.Option(help="Override the shape's.")] = None,
+    layers: Annotated[int | None, typer.Option(help="Override the shape's.")] = None,
+    heads: Annotated[int | None, typer.Option(help="Override the shape's.")] = None,
+    kv_heads: Annotated[int | None, typer.Option(help="Override the shape's.")] = None,
+    intermediate_size: Annotated[int | None, typer.Option(help="Override the shape's.")] = None,
+    vocab_size: Annotated[
+        int | None, typer.Option(help="Override the shape's embedding rows.")
+    ] = None,
     seed: Annotated[int, typer.Option(help="Random seed for the weights.")] = 0,
 ) -> None:
-    """Write the small random-weight test/demo model (its outputs are meaningless)."""
+    """Write a random-weight model with tolk's tokenizer (its outputs are meaningless)."""
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
-    from tolk.testing.model import make_test_model
+    import dataclasses
 
-    path = make_test_model(out_dir, seed=seed)
-    typer.echo(f"test model written to {path}")
+    from tolk.testing.model import SHAPES, make_test_model
+
+    if shape not in SHAPES:
+        _fail(f"--shape must be one of {', '.join(SHAPES)}")
+    overrides: dict[str, Any] = {
+        "hidden_size": hidden_size,
+        "layers": layers,
+        "heads": heads,
+        "kv_heads": kv_heads,
+        "intermediate_size": intermediate_size,
+        "vocab_size": vocab_size,
+    }
+    chosen = dataclasses.replace(
+        SHAPES[shape], **{k: v for k, v in overrides.items() if v is not None}
+    )
+    if chosen.hidden_size % chosen.heads or chosen.heads % chosen.kv_heads:
+        _fail("hidden_size must be a multiple of heads, and heads a multiple of kv_heads")
+    path = make_test_model(out_dir, shape=chosen, seed=seed)
+    typer.echo(f"test model ({shape} shape) written to {path}")
 
 
 def main() -> None:
