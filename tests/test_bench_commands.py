@@ -170,3 +170,38 @@ def test_bench_overhead_compares_direct_and_http(bench_config: Path, tmp_path: P
     assert all(r["summary"]["ok"] == 8 for r in data["rounds"])
     assert data["ratio"] == pytest.approx(data["http_rps"] / data["direct_rps"])
     assert data["overhead_ms_p95"] >= 0
+
+
+def test_bench_versus_vllm_sends_both_servers_the_same_work(
+    bench_config: Path, tmp_path: Path
+) -> None:
+    tolk(
+        "bench",
+        "versus-vllm",
+        "--config",
+        str(bench_config),
+        "--model",
+        "demo",
+        "--concurrency",
+        "3",
+        "--requests",
+        "6",
+        "--rounds",
+        "1",
+        "--warmup",
+        "1",
+        "--out",
+        "versus",
+        cwd=tmp_path,
+    )
+    data = json.loads((tmp_path / "versus" / "versus.json").read_text())
+    assert data["schema"] == "tolk.bench.versus/1"
+    assert [(r["round"], r["path"]) for r in data["rounds"]] == [(1, "vllm"), (1, "tolk")]
+    assert all(r["summary"]["ok"] == 6 for r in data["rounds"])
+    # Same prompts and budgets on both: the test model never stops early, so every request
+    # generates its whole budget on either server.
+    assert data["same_token_counts"] is True
+    assert data["totals"]["vllm"]["output_tokens"] > 0
+    assert data["ratio_rps"] == pytest.approx(
+        data["totals"]["tolk"]["rps"] / data["totals"]["vllm"]["rps"]
+    )

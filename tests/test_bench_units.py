@@ -6,10 +6,11 @@ import json
 import math
 import random
 from pathlib import Path
+from typing import Any
 
 import pytest
 
-from tolk.bench import journey, report
+from tolk.bench import gpu_compare, journey, report
 from tolk.bench.loadgen import engine_seconds, poisson_arrivals
 from tolk.bench.scrape import Snapshot, engine_summary
 from tolk.bench.stats import Latency, RequestRecord, histogram_quantile, percentile, summarize
@@ -46,6 +47,17 @@ def test_summarize_counts_errors_and_overhead() -> None:
     assert summary.output_tokens_per_s == 10.0
     assert summary.latency_s.p50 == 1.5  # successful requests only
     assert summary.overhead_ms["p50"] == pytest.approx(20.0)
+
+
+def test_summarize_leaves_the_opening_burst_out_of_steady_overhead() -> None:
+    # A closed loop at concurrency 3 opens with three requests at once; the last of them
+    # waits behind the other two in the server (40 ms of overhead), later ones do not.
+    burst = [RequestRecord(0.0, 1.0 + o, 200, engine_seconds=1.0) for o in (0.002, 0.02, 0.04)]
+    later = [RequestRecord(1.0 + i, 1.003, 200, engine_seconds=1.0) for i in range(10)]
+    summary = summarize(burst + later, duration=12.0, burst=3)
+    assert summary.overhead_ms["p95"] > 20
+    assert summary.overhead_steady_ms["p95"] == pytest.approx(3.0)
+    assert summarize(burst + later, duration=12.0).overhead_steady_ms == summary.overhead_ms
 
 
 def test_histogram_quantile_matches_prometheus() -> None:
@@ -195,3 +207,66 @@ def test_journey_architectures() -> None:
     ]
     with pytest.raises(ValueError, match="unknown architecture"):
         journey.select(["nope"])
+
+
+def _bench_results(level: int, gpu: list[float | None], rps: float) -> dict[str, Any]:
+    timeline = [{"t": i * 0.1, "gpu_util": u, "running": 1} for i, u in enumerate(gpu)]
+    return {
+        "url": "http://127.0.0.1:1",
+        "levels": [{"level": level, "timeline": timeline, "summary": {"rps": rps}}],
+    }
+
+
+def test_gpu_compare_summarises_spiky_and_steady(tmp_path: Path) -> None:
+    spiky = _bench_results(25, [93.0, 0.0, 93.0, 0.0, None, 93.0], rps=1.2)
+    steady = _bench_results(25, [80.0, 84.0, 82.0, 82.0], rps=14.5)
+    comparison = gpu_compare.compare([("baseline", spiky), ("tolk", steady)], 25)
+    base, tolk_run = comparison["runs"]
+    assert base["summary"]["samples"] == 5  # a sample without a GPU reading is left out
+    assert base["summary"]["idle_share"] == pytest.approx(0.4)
+    assert base["summary"]["mean"] == pytest.approx(55.8)
+    assert tolk_run["summary"]["idle_share"] == 0
+    assert tolk_run["summary"]["stdev"] == pytest.approx(math.sqrt(2))
+    assert tolk_run["rps"] == 14.5
+    written = gpu_compare.write(comparison, tmp_path)
+    assert json.loads(written[0].read_text())["runs"][1]["label"] == "tolk"
+    assert written[1].stat().st_size > 0
+    with pytest.raises(ValueError, match="no level 16 .it has 25"):
+        gpu_compare.compare([("tolk", steady)], 16)
+
+
+def test_journey_takes_requests_or_duration_not_both() -> None:
+    from typer.testing import CliRunner
+
+    from tolk.cli import app
+
+    result = CliRunner().invoke(
+        app, ["bench", "journey", "--requests", "10", "--duration", "30"], terminal_width=200
+    )
+    assert result.exit_code == 2
+    assert "give --requests or --duration, not both" in result.output
+
+
+def test_versus_turns_engine_args_into_vllm_server_flags() -> None:
+    from tolk.bench.versus import server_flags
+
+    flags = server_flags(
+        {
+            "model": "/m",
+            "max_num_seqs": 16,
+            "enforce_eager": False,
+            "enable_prefix_caching": True,
+            "disable_log_stats": False,
+            "compilation_config": {"mode": 0},
+        }
+    )
+    assert flags == [
+        "--model",
+        "/m",
+        "--max-num-seqs",
+        "16",
+        "--no-enforce-eager",
+        "--enable-prefix-caching",
+        "--compilation-config",
+        '{"mode": 0}',
+    ]

@@ -65,6 +65,9 @@ def run_command(
     source: Annotated[str, typer.Option(help="Source language (uniform/variable).")] = "en",
     target: Annotated[str, typer.Option(help="Target language (uniform/variable).")] = "de",
     seed: SeedOption = 0,
+    timeline_interval: Annotated[
+        float, typer.Option(help="Seconds between samples of the server's gauges.")
+    ] = 0.25,
     out: OutOption = None,
 ) -> None:
     """Drive a server at each load level; write results.json, report.md and charts."""
@@ -84,6 +87,7 @@ def run_command(
         duration=duration,
         warmup=warmup,
         seed=seed,
+        timeline_interval=timeline_interval,
     )
     with progress_bar() as progress:
         results = asyncio.run(run(plan, progress))
@@ -101,7 +105,13 @@ def journey_command(
     model: ModelOption = "demo",
     workloads: Annotated[str, typer.Option(help="Comma-separated workloads.")] = "uniform,variable",
     concurrency: Annotated[int, typer.Option(help="Concurrent clients.")] = 25,
-    requests: Annotated[int, typer.Option(help="Requests per architecture and workload.")] = 100,
+    requests: Annotated[
+        int | None, typer.Option(help="Requests per architecture and workload.")
+    ] = None,
+    duration: Annotated[
+        float | None,
+        typer.Option(help="Or: seconds per architecture and workload (fast engines, e.g. GPUs)."),
+    ] = None,
     warmup: Annotated[int, typer.Option(help="Unrecorded requests first.")] = 5,
     architectures: Annotated[
         str | None, typer.Option(help="Comma-separated subset (default: all five).")
@@ -116,6 +126,10 @@ def journey_command(
     """Reproduce the case study's journey: baseline, static batching, continuous batching."""
     from tolk.bench import journey
 
+    if requests is not None and duration is not None:
+        raise typer.BadParameter("give --requests or --duration, not both")
+    if requests is None and duration is None:
+        requests = 100
     chosen = journey.select(architectures.split(",") if architectures else None)
     loads = [load(w.strip(), items, seed) for w in workloads.split(",") if w.strip()]
     out_dir = out or default_out("journey")
@@ -129,6 +143,7 @@ def journey_command(
                 chosen,
                 concurrency=concurrency,
                 requests=requests,
+                duration=duration,
                 warmup=warmup,
                 workdir=out_dir,
                 request_timeout=timeout,
@@ -175,6 +190,72 @@ def overhead_command(
     path = overhead.write(results, out_dir)
     console.print(overhead.table(results))
     console.print(f"wrote {path}")
+
+
+@app.command("versus-vllm")
+def versus_command(
+    config: ConfigOption = DEMO_CONFIG,
+    model: ModelOption = "demo",
+    workload: WorkloadOption = "variable",
+    concurrency: Annotated[int, typer.Option(help="Concurrent requests.")] = 25,
+    requests: Annotated[int, typer.Option(help="Requests per round and server.")] = 200,
+    rounds: Annotated[int, typer.Option(help="Alternating vLLM/tolk rounds.")] = 2,
+    warmup: Annotated[int, typer.Option(help="Unrecorded requests first.")] = 10,
+    items: ItemsOption = 200,
+    seed: SeedOption = 0,
+    out: OutOption = None,
+) -> None:
+    """tolk against vLLM's own OpenAI server: same model, settings, prompts and token counts."""
+    from tolk.bench import versus
+
+    out_dir = out or default_out("versus")
+    out_dir.mkdir(parents=True, exist_ok=True)
+    with progress_bar() as progress:
+        results = asyncio.run(
+            versus.run_versus(
+                config,
+                model,
+                load(workload, items, seed),
+                concurrency=concurrency,
+                requests=requests,
+                rounds=rounds,
+                warmup=warmup,
+                workdir=out_dir,
+                progress=progress,
+            )
+        )
+    path = versus.write(results, out_dir)
+    console.print(versus.table(results))
+    console.print(f"wrote {path}")
+
+
+@app.command("gpu-compare")
+def gpu_compare_command(
+    run: Annotated[
+        list[str],
+        typer.Option(help="LABEL=DIR of a `tolk bench run` (its results.json); repeat."),
+    ],
+    level: Annotated[float, typer.Option(help="The concurrency (or rate) level to compare.")],
+    out: OutOption = None,
+) -> None:
+    """GPU utilisation over time at one level, side by side (spiky vs steady)."""
+    import json
+
+    from tolk.bench import gpu_compare
+
+    runs = []
+    for spec in run:
+        label, sep, folder = spec.partition("=")
+        if not sep:
+            raise typer.BadParameter(f"'{spec}': write LABEL=DIR")
+        runs.append((label, json.loads((Path(folder) / "results.json").read_text())))
+    try:
+        comparison = gpu_compare.compare(runs, level)
+    except ValueError as exc:
+        raise typer.BadParameter(str(exc)) from exc
+    written = gpu_compare.write(comparison, out or default_out("gpu-compare"))
+    console.print(gpu_compare.table(comparison))
+    console.print("wrote " + ", ".join(str(p) for p in written))
 
 
 @app.command("proxy")

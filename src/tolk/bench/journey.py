@@ -105,9 +105,10 @@ async def run_journey(
     architectures: Sequence[Architecture],
     *,
     concurrency: int,
-    requests: int,
+    requests: int | None,
     warmup: int,
     workdir: Path,
+    duration: float | None = None,
     request_timeout: float = 300.0,
     progress: Progress | None = None,
 ) -> dict[str, Any]:
@@ -125,15 +126,20 @@ async def run_journey(
                     if warmup:
                         await loadgen.closed_loop(client, items, concurrency, requests=warmup)
                     advance = progress_callback(progress, f"{arch.key} / {workload.name}", requests)
-                    records, duration = await loadgen.closed_loop(
-                        client, items, concurrency, requests=requests, progress=advance
+                    records, took = await loadgen.closed_loop(
+                        client,
+                        items,
+                        concurrency,
+                        requests=requests,
+                        duration=duration,
+                        progress=advance,
                     )
                     runs.append(
                         {
                             "architecture": arch.key,
                             "label": arch.label,
                             "workload": workload.name,
-                            "summary": summarize(records, duration).to_json(),
+                            "summary": summarize(records, took, concurrency).to_json(),
                         }
                     )
         finally:
@@ -152,6 +158,7 @@ async def run_journey(
         "config": str(config_path),
         "concurrency": concurrency,
         "requests_per_run": requests,
+        "seconds_per_run": duration,
         "request_timeout_s": request_timeout,
         "workloads": [w.describe() for w in workloads],
         "runs": runs,
@@ -190,7 +197,12 @@ def markdown(results: dict[str, Any]) -> str:
         "# The architecture journey",
         "",
         f"Model `{results['model']}` from `{results['config']}`, concurrency "
-        f"{results['concurrency']}, {results['requests_per_run']} requests per run.",
+        f"{results['concurrency']}, "
+        + (
+            f"{results['requests_per_run']} requests per run."
+            if results.get("requests_per_run")
+            else f"{results['seconds_per_run']:g} s per run."
+        ),
         "",
         "| " + " | ".join(HEADERS) + " |",
         "|" + "---|" * len(HEADERS),

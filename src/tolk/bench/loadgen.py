@@ -55,12 +55,29 @@ def engine_seconds(headers: Mapping[str, str]) -> float | None:
     return server_timing(headers, "engine")
 
 
+Encode = Callable[[WorkItem], dict[str, Any]]
+
+
+def _output_chars(body: dict[str, Any]) -> int:
+    """Characters of output in a tolk response (`translation`) or an OpenAI completion."""
+    translation = body.get("translation")
+    if translation is None:
+        choices = body.get("choices") or [{}]
+        translation = choices[0].get("text", "")
+    return len(translation) if isinstance(translation, str) else sum(map(len, translation))
+
+
 async def send(
-    client: aiohttp.ClientSession, path: str, item: WorkItem, t0: float
+    client: aiohttp.ClientSession,
+    path: str,
+    item: WorkItem,
+    t0: float,
+    encode: Encode | None = None,
 ) -> RequestRecord:
+    """POST `item` (tolk's /translate body, or what `encode` makes of it) and record it."""
     started = time.monotonic()
     try:
-        async with client.post(path, json=item.body()) as response:
+        async with client.post(path, json=encode(item) if encode else item.body()) as response:
             raw = await response.read()
             status, headers = response.status, response.headers
     except (aiohttp.ClientError, TimeoutError) as exc:
@@ -77,13 +94,12 @@ async def send(
         code = str(error.get("code", "")) if isinstance(error, dict) else ""
         return RequestRecord(started - t0, latency, status, code or None, chars_in=len(item.text))
     usage = body.get("usage", {})
-    translation = body.get("translation", "")
     return RequestRecord(
         start=started - t0,
         latency=latency,
         status=200,
         chars_in=len(item.text),
-        chars_out=len(translation) if isinstance(translation, str) else sum(map(len, translation)),
+        chars_out=_output_chars(body),
         prompt_tokens=int(usage.get("prompt_tokens", 0)),
         completion_tokens=int(usage.get("completion_tokens", 0)),
         engine_seconds=engine_seconds(headers),
@@ -99,6 +115,7 @@ async def closed_loop(
     requests: int | None = None,
     duration: float | None = None,
     path: str = "/translate",
+    encode: Encode | None = None,
     progress: Progress | None = None,
 ) -> tuple[list[RequestRecord], float]:
     """Run until `requests` are sent, or for `duration` seconds; returns records and the
@@ -119,7 +136,7 @@ async def closed_loop(
 
     async def worker() -> None:
         while (item := take()) is not None:
-            records.append(await send(client, path, item, t0))
+            records.append(await send(client, path, item, t0, encode))
             if progress:
                 progress(1)
 

@@ -42,6 +42,7 @@ class LocalServer:
         env: Mapping[str, str] | None = None,
         cwd: Path | None = None,
         ready_timeout: float = 300,
+        ready_path: str = "/ready",
     ) -> LocalServer:
         with log_path.open("wb") as log:
             proc = subprocess.Popen(
@@ -49,7 +50,7 @@ class LocalServer:
             )
         server = cls(proc, f"http://127.0.0.1:{port}", log_path)
         try:
-            server.wait_ready(ready_timeout)
+            server.wait_ready(ready_timeout, ready_path)
         except BaseException:
             server.stop()
             raise
@@ -58,7 +59,7 @@ class LocalServer:
     def log(self) -> str:
         return self.log_path.read_text(errors="replace")
 
-    def wait_ready(self, timeout: float) -> None:
+    def wait_ready(self, timeout: float, path: str = "/ready") -> None:
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
@@ -67,7 +68,7 @@ class LocalServer:
                     f"last log lines:\n{self.log()[-4000:]}"
                 )
             try:
-                if httpx.get(f"{self.url}/ready", timeout=2).status_code == 200:
+                if httpx.get(f"{self.url}{path}", timeout=2).status_code == 200:
                     return
             except httpx.TransportError:
                 pass

@@ -132,7 +132,9 @@ async def measure_level(
         engine["gpu_util_peak"] = max(gpu)
     return {
         "level": level,
-        "summary": summarize(records, duration).to_json(),
+        "summary": summarize(
+            records, duration, burst=0 if plan.mode == "open" else int(level)
+        ).to_json(),
         "engine": engine,
         "timeline": [dataclasses.asdict(p) for p in timeline],
         "records": [dataclasses.asdict(r) for r in records],

@@ -70,15 +70,23 @@ class LevelSummary:
     rps: float  # successful requests per second
     output_tokens_per_s: float
     latency_s: Latency
+    completion_tokens: int = 0  # output tokens of the successful requests
     overhead_ms: dict[str, float] = field(default_factory=dict)
+    # The same without a closed loop's opening burst (its first `concurrency` requests, sent
+    # at the same instant and so queued behind each other in the server's event loop).
+    overhead_steady_ms: dict[str, float] = field(default_factory=dict)
     proxy_added_ms: dict[str, float] = field(default_factory=dict)  # only through a proxy
 
     def to_json(self) -> dict[str, object]:
         return asdict(self)
 
 
-def summarize(records: Sequence[RequestRecord], duration: float) -> LevelSummary:
+def summarize(records: Sequence[RequestRecord], duration: float, burst: int = 0) -> LevelSummary:
+    """Statistics of one level; `burst` is how many requests opened it at once (a closed
+    loop's concurrency), left out of `overhead_steady_ms`."""
     ok = [r for r in records if r.ok]
+    after_burst = sorted(ok, key=lambda r: r.start)[burst:]
+    steady = [o * 1000 for r in after_burst if (o := r.overhead) is not None]
     errors = Counter(str(r.status) if r.status else "connection" for r in records if not r.ok)
     overheads = [o * 1000 for r in ok if (o := r.overhead) is not None]
     added = [a * 1000 for r in ok if (a := r.proxy_added) is not None]
@@ -90,7 +98,9 @@ def summarize(records: Sequence[RequestRecord], duration: float) -> LevelSummary
         rps=len(ok) / duration if duration > 0 else 0.0,
         output_tokens_per_s=sum(r.completion_tokens for r in ok) / duration if duration else 0.0,
         latency_s=Latency.of([r.latency for r in ok]),
+        completion_tokens=sum(r.completion_tokens for r in ok),
         overhead_ms=_p50_p95(overheads),
+        overhead_steady_ms=_p50_p95(steady),
         proxy_added_ms=_p50_p95(added),
     )
 

@@ -30,11 +30,14 @@ from pathlib import Path
 from typing import Any
 
 import psutil
-from fastapi import FastAPI
-from fastapi.responses import JSONResponse, PlainTextResponse
+from fastapi import FastAPI, Response
+from fastapi.responses import JSONResponse
+from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
 from pydantic import BaseModel
 
 from tolk.config import ModelSettings, load_config
+from tolk.engine.engine import GPU_MEMORY_SHARE
+from tolk.server.gpu import GpuCollector
 
 log = logging.getLogger("tolk.bench.baseline")
 
@@ -88,11 +91,13 @@ def process_queue(
     from vllm import LLM
 
     from tolk.engine.engine import engine_args, on_cpu, sampling_params
+    from tolk.engine.vllm_compat import VllmRelease
     from tolk.languages import lang
     from tolk.translation.prompts import FORMATS, clean
     from tolk.translation.service import output_budget, render
 
-    llm: Any = LLM(**engine_args(settings, cpu=on_cpu()))
+    args = engine_args(settings, cpu=on_cpu())
+    llm: Any = LLM(**VllmRelease.installed().check_engine_args(args, settings.name))
     tokenizer = llm.get_tokenizer()
     max_model_len = llm.llm_engine.model_config.max_model_len
     ready.set()
@@ -149,7 +154,11 @@ class TranslationWorker:
     def __init__(
         self, settings: ModelSettings, num_workers: int, batch_size: int, batch_timeout: float
     ) -> None:
-        self.settings = settings
+        # The workers share one GPU: each gets its part of the model's memory share, as the
+        # case study's `gpu_memory_per_worker` did.
+        share = (settings.engine.gpu_memory_utilization or GPU_MEMORY_SHARE) / num_workers
+        engine = settings.engine.model_copy(update={"gpu_memory_utilization": round(share, 3)})
+        self.settings = settings.model_copy(update={"engine": engine})
         self.num_workers = num_workers
         self.batch_size = batch_size
         self.batch_timeout = batch_timeout
@@ -279,9 +288,14 @@ def create_baseline_app(
     async def health() -> dict[str, str]:
         return {"status": "ok"}
 
+    registry = CollectorRegistry(auto_describe=True)
+    registry.register(GpuCollector())
+
     @app.get("/metrics")
-    async def metrics() -> PlainTextResponse:
-        return PlainTextResponse("")  # the baseline exports no engine metrics
+    async def metrics() -> Response:
+        # No engine metrics (the workers' engines are in other processes); the GPU's
+        # utilisation where there is one, for `tolk bench run`'s timeline.
+        return Response(generate_latest(registry), media_type=CONTENT_TYPE_LATEST)
 
     return app
 

@@ -1,0 +1,238 @@
+"""`tolk bench versus-vllm`: tolk against vLLM's own OpenAI-compatible server.
+
+Both serve the same model with the same engine settings (tolk's `engine_args`, turned into
+the server's command-line flags), and both get the same requests at the same concurrency:
+tolk its /translate bodies, vLLM's server the very prompts tolk would build from them (token
+ids through the model's chat template) with the same output budgets, on /v1/completions. So
+the token counts are equal and the ratio is the price (or gain) of tolk's service layer
+against `python -m vllm.entrypoints.openai.api_server`. Rounds alternate, so drift on a noisy
+machine hits both alike.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from rich.progress import Progress
+from rich.table import Table
+
+from tolk.bench import loadgen
+from tolk.bench.overhead import Prepared, prepare
+from tolk.bench.processes import LocalServer, free_port, start_tolk
+from tolk.bench.run import progress_callback
+from tolk.bench.stats import summarize
+from tolk.bench.workloads import WorkItem, Workload
+from tolk.config import ModelSettings, TolkConfig, load_config
+
+SCHEMA = "tolk.bench.versus/1"
+PATHS = ("vllm", "tolk")
+
+
+def server_flags(args: dict[str, Any]) -> list[str]:
+    """vLLM's server flags for AsyncEngineArgs fields `args` (booleans as --x / --no-x)."""
+    flags: list[str] = []
+    for name, value in args.items():
+        flag = "--" + name.replace("_", "-")
+        if name == "disable_log_stats":  # a plain switch there; off (stats on) as in tolk
+            flags += [flag] if value else []
+        elif isinstance(value, bool):
+            flags.append(flag if value else "--no-" + flag[2:])
+        elif isinstance(value, dict | list):
+            flags += [flag, json.dumps(value)]
+        else:
+            flags += [flag, str(value)]
+    return flags
+
+
+def vllm_command(settings: ModelSettings, port: int) -> list[str]:
+    from tolk.engine.engine import engine_args, on_cpu
+    from tolk.engine.vllm_compat import VllmRelease
+
+    args = VllmRelease.installed().check_engine_args(
+        engine_args(settings, cpu=on_cpu()), settings.name
+    )
+    return [
+        sys.executable,
+        "-m",
+        "vllm.entrypoints.openai.api_server",
+        *server_flags(args),
+        "--host",
+        "127.0.0.1",
+        "--port",
+        str(port),
+        "--disable-uvicorn-access-log",
+    ]
+
+
+def start_vllm(settings: ModelSettings, workdir: Path) -> LocalServer:
+    port = free_port()
+    return LocalServer.start(
+        vllm_command(settings, port),
+        port,
+        workdir.resolve() / "vllm-server.log",
+        cwd=workdir.resolve(),
+        ready_path="/health",
+    )
+
+
+def tolk_requests(settings: ModelSettings, items: Sequence[WorkItem]) -> dict[WorkItem, Prepared]:
+    """What tolk will send its engine for each item, built the way tolk builds it."""
+    from transformers import AutoConfig
+
+    from tolk.engine.engine import load_tokenizer
+
+    max_model_len = settings.engine.max_model_len or int(
+        AutoConfig.from_pretrained(settings.path).max_position_embeddings
+    )
+    prepared = prepare(settings, load_tokenizer(settings), max_model_len, items)
+    return dict(zip(items, prepared, strict=True))
+
+
+async def _round(
+    path: str,
+    config: TolkConfig,
+    settings: ModelSettings,
+    workload: Workload,
+    prepared: dict[WorkItem, Prepared],
+    *,
+    concurrency: int,
+    requests: int,
+    warmup: int,
+    workdir: Path,
+    advance: loadgen.Progress,
+) -> dict[str, Any]:
+    if path == "vllm":
+        server = start_vllm(settings, workdir)
+        url_path = "/v1/completions"
+
+        def encode(item: WorkItem) -> dict[str, Any]:
+            job = prepared[item]
+            return {
+                "model": settings.name,
+                "prompt": job.prompt_ids,
+                "max_tokens": job.max_tokens,
+                "temperature": 0.0,
+                **settings.sampling.model_dump(exclude_none=True),
+            }
+
+        encoder: loadgen.Encode | None = encode
+    else:
+        server = start_tolk(config, settings, workdir, "versus-tolk")
+        url_path, encoder = "/translate", None
+    try:
+        async with loadgen.make_client(server.url, concurrency + 4) as client:
+            items = workload.stream()
+            if warmup:
+                await loadgen.closed_loop(
+                    client, items, concurrency, requests=warmup, path=url_path, encode=encoder
+                )
+            records, duration = await loadgen.closed_loop(
+                client,
+                items,
+                concurrency,
+                requests=requests,
+                path=url_path,
+                encode=encoder,
+                progress=advance,
+            )
+    finally:
+        server.stop()
+    return {"path": path, "summary": summarize(records, duration).to_json()}
+
+
+async def run_versus(
+    config_path: Path,
+    model: str,
+    workload: Workload,
+    *,
+    concurrency: int,
+    requests: int,
+    rounds: int,
+    warmup: int,
+    workdir: Path,
+    progress: Progress | None = None,
+) -> dict[str, Any]:
+    config = load_config(config_path)
+    settings = next(m for m in config.models if m.name == model)
+    prepared = tolk_requests(settings, workload.items)
+    measured: list[dict[str, Any]] = []
+    for number in range(1, rounds + 1):
+        for path in PATHS:
+            advance = progress_callback(progress, f"round {number}: {path}", requests)
+            result = await _round(
+                path,
+                config,
+                settings,
+                workload,
+                prepared,
+                concurrency=concurrency,
+                requests=requests,
+                warmup=warmup,
+                workdir=workdir,
+                advance=advance,
+            )
+            result["round"] = number
+            measured.append(result)
+    totals: dict[str, dict[str, float]] = {}
+    for path in PATHS:
+        runs = [m["summary"] for m in measured if m["path"] == path]
+        seconds = sum(r["duration_s"] for r in runs)
+        totals[path] = {
+            "rps": sum(r["ok"] for r in runs) / seconds,
+            "output_tokens": sum(r["completion_tokens"] for r in runs),
+            "output_tps": sum(r["completion_tokens"] for r in runs) / seconds,
+            "p50_s": max(r["latency_s"]["p50"] for r in runs),
+            "p95_s": max(r["latency_s"]["p95"] for r in runs),
+            "errors": sum(r["requests"] - r["ok"] for r in runs),
+        }
+    return {
+        "schema": SCHEMA,
+        "started_at": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
+        "model": model,
+        "config": str(config_path),
+        "workload": workload.describe(),
+        "concurrency": concurrency,
+        "requests_per_round": requests,
+        "rounds": measured,
+        "totals": totals,
+        "ratio_rps": totals["tolk"]["rps"] / totals["vllm"]["rps"],
+        "ratio_output_tps": totals["tolk"]["output_tps"] / totals["vllm"]["output_tps"],
+        "same_token_counts": totals["tolk"]["output_tokens"] == totals["vllm"]["output_tokens"],
+    }
+
+
+def table(results: dict[str, Any]) -> Table:
+    out = Table(
+        title=f"tolk vs vLLM's OpenAI server, concurrency {results['concurrency']}, "
+        f"{results['workload']['name']}"
+    )
+    for header in ("round", "server", "req/s", "out tok/s", "output tokens", "p50 s", "p95 s"):
+        out.add_column(header, justify="right")
+    for m in results["rounds"]:
+        s = m["summary"]
+        out.add_row(
+            str(m["round"]),
+            m["path"],
+            f"{s['rps']:.2f}",
+            f"{s['output_tokens_per_s']:,.0f}",
+            f"{s['completion_tokens']:,}",
+            f"{s['latency_s']['p50']:.2f}",
+            f"{s['latency_s']['p95']:.2f}",
+        )
+    out.caption = (
+        f"tolk / vLLM: {results['ratio_rps']:.3f} in req/s, {results['ratio_output_tps']:.3f} in "
+        f"output tok/s; same output token counts: {results['same_token_counts']}"
+    )
+    return out
+
+
+def write(results: dict[str, Any], out_dir: Path) -> Path:
+    out_dir.mkdir(parents=True, exist_ok=True)
+    path = out_dir / "versus.json"
+    path.write_text(json.dumps(results, indent=1))
+    return path
