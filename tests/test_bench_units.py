@@ -231,7 +231,7 @@ def test_gpu_compare_summarises_spiky_and_steady(tmp_path: Path) -> None:
     written = gpu_compare.write(comparison, tmp_path)
     assert json.loads(written[0].read_text())["runs"][1]["label"] == "tolk"
     assert written[1].stat().st_size > 0
-    with pytest.raises(ValueError, match="no level 16 .it has 25"):
+    with pytest.raises(ValueError, match=r"no level 16 \(it has 25\)"):
         gpu_compare.compare([("tolk", steady)], 16)
 
 
