@@ -73,9 +73,9 @@ async def test_list_returns_translations_in_input_order(
         ]
     )
     assert [s.json()["translation"] for s in singles] == translations
-    # The test model always writes its whole budget (2 tokens per source token + 16).
+    # The test model always writes its whole budget, so the list did each text's work.
     assert listed.json()["usage"]["completion_tokens"] == sum(
-        2 * n + 16 for n in (5, 150, 40, 100, 20)
+        s.json()["usage"]["completion_tokens"] for s in singles
     )
 
 
@@ -147,12 +147,13 @@ async def test_unknown_model(client: httpx.AsyncClient) -> None:
 
 
 async def test_too_much_text_is_413(client: httpx.AsyncClient) -> None:
-    long_text = "word " * 700  # 3500 characters; the limit is 3000
+    # 45,000 characters in two texts; the limit is 40,000 per request, whatever the split.
+    texts = ["word " * 4500, "word " * 4500]
     response = await client.post(
-        "/translate", json={"text": long_text, "source_lang": "en", "target_lang": "de"}
+        "/translate", json={"text": texts, "source_lang": "en", "target_lang": "de"}
     )
     error = assert_error(response, 413, "payload_too_large")
-    assert error["limit"] == 3000
+    assert error["limit"] == 40_000
 
     response = await client.post(
         "/translate", json={"text": ["a"] * 65, "source_lang": "en", "target_lang": "de"}
@@ -255,3 +256,62 @@ async def test_metrics_name_filter_returns_only_the_named_families(
     names = {line.split()[2] for line in response.text.splitlines() if line.startswith("# TYPE")}
     assert names == {"vllm:num_requests_running", "tolk_requests_in_flight"}
     assert metric_samples(response.text, "vllm:num_requests_running")[0][0]["model_name"] == "demo"
+
+
+async def test_a_whole_article_comes_back_with_its_structure(client: httpx.AsyncClient) -> None:
+    # The case study's Part 1 (11,775 characters; headings, lists, code, blank lines) as one
+    # text: cut into lines and sentences, translated side by side, put back together.
+    from importlib import resources
+
+    article = (resources.files("tolk") / "data" / "case_study" / "part1.en.txt").read_text(
+        encoding="utf-8"
+    )
+    response = await client.post(
+        "/translate", json={"text": article, "source_lang": "en", "target_lang": "de"}
+    )
+    assert response.status_code == 200, response.text
+    body = response.json()
+    translation: str = body["translation"]
+    assert body["usage"]["segments"] > 100
+    source_lines, lines = article.split("\n"), translation.split("\n")
+    assert len(lines) == len(source_lines)  # the random model's output never adds a line
+    for source_line, line in zip(source_lines, lines, strict=True):
+        assert (line.strip() == "") == (source_line.strip() == "")
+        indent = len(source_line) - len(source_line.lstrip())
+        assert line[:indent] == source_line[:indent]
+        for marker in ("- ", "* ", "> ", "# ", "## ", "### "):
+            if source_line.lstrip().startswith(marker):
+                assert line.lstrip().startswith(marker), (source_line, line)
+
+
+async def test_identical_segments_are_translated_once(client: httpx.AsyncClient) -> None:
+    response = await client.post(
+        "/translate",
+        json={
+            "text": ["Hello world.\n\nHello world.", "Hello world."],
+            "source_lang": "en",
+            "target_lang": "de",
+        },
+    )
+    assert response.status_code == 200, response.text
+    body = response.json()
+    assert body["usage"]["segments"] == 1
+    first, second = body["translation"]
+    assert first == f"{second}\n\n{second}"
+
+
+async def test_split_none_sends_each_text_whole(client: httpx.AsyncClient) -> None:
+    text = "One sentence here. Another one there.\nA second line."
+    for split, segments in (("none", 1), ("paragraphs", 1), ("sentences", 2)):
+        response = await client.post(
+            "/translate",
+            json={"text": text, "source_lang": "en", "target_lang": "de", "split": split},
+        )
+        assert response.status_code == 200, response.text
+        assert response.json()["usage"]["segments"] == segments, split
+    response = await client.post(
+        "/translate",
+        json={"text": text, "source_lang": "en", "target_lang": "de", "split": "words"},
+    )
+    error = assert_error(response, 422, "invalid_request")
+    assert "split" in error["message"]

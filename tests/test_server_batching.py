@@ -49,7 +49,9 @@ async def test_concurrent_variable_length_requests_fill_the_batch(
         responses = await asyncio.gather(
             *[
                 client.post(
-                    "/translate", json={"text": t, "source_lang": "en", "target_lang": "de"}
+                    "/translate",
+                    # whole texts, so that each one's budget is exactly 2n + 16
+                    json={"text": t, "source_lang": "en", "target_lang": "de", "split": "none"},
                 )
                 for t in items
             ]

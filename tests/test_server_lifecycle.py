@@ -88,12 +88,12 @@ def test_routes_each_pair_to_the_model_that_serves_it(pair_server: PairServer) -
 
 
 def test_prompt_longer_than_the_context_is_413(pair_server: PairServer, texts: TextMaker) -> None:
-    body = {"text": texts.text(230), "source_lang": "en", "target_lang": "ne"}
+    body = {"text": texts.text(230), "source_lang": "en", "target_lang": "ne", "split": "none"}
     response = httpx.post(f"{pair_server.url}/translate", json=body, timeout=60)
     error = assert_error(response, 413, "payload_too_large")
     assert error["max_model_len"] == 256
     assert error["prompt_tokens"] > 230
-    assert "split it into shorter segments" in error["message"]
+    assert "split 'sentences'" in error["message"]
 
 
 def test_metrics_keep_both_engines(pair_server: PairServer) -> None:

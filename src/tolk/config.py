@@ -98,6 +98,12 @@ class ModelSettings(_Strict):
         2.0, gt=0, description="Output budget: this many tokens per source token, plus extra."
     )
     max_tokens_extra: int = Field(16, ge=1)
+    max_segment_tokens: int = Field(
+        200,
+        ge=8,
+        description="With split 'sentences', a line longer than this many tokens is cut at "
+        "sentence boundaries into segments of at most this size, translated side by side.",
+    )
     sampling: SamplingSettings = SamplingSettings()
     engine: EngineSettings = EngineSettings()
 
@@ -134,9 +140,13 @@ class ServerSettings(_Strict):
     host: str = "127.0.0.1"
     port: int = Field(8000, ge=0, le=65535)
     request_timeout: float = Field(30.0, gt=0, description="Per-request deadline in seconds.")
-    max_text_chars: int = Field(10_000, ge=1, description="Longest single text accepted.")
+    max_request_chars: int = Field(
+        131_072, ge=1, description="Most characters of text in one request, all texts together."
+    )
     max_texts: int = Field(50, ge=1, description="Most texts in one request.")
-    max_body_bytes: ByteSize = Field(ByteSize(1 << 20), description="Largest request body.")
+    max_body_bytes: ByteSize = Field(
+        ByteSize(128 << 10), description="Largest request body (DeepL's limit: 128 KiB)."
+    )
     shutdown_grace: float = Field(
         20.0, ge=0, description="On SIGTERM, how long in-flight requests may run before 503."
     )

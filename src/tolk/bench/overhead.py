@@ -119,9 +119,16 @@ async def _http_round(
         async with loadgen.make_client(server.url, concurrency + 4) as client:
             items = workload.stream()
             if warmup:
-                await loadgen.closed_loop(client, items, 1, requests=warmup)
+                await loadgen.closed_loop(
+                    client, items, 1, requests=warmup, encode=WorkItem.whole_body
+                )
             records, duration = await loadgen.closed_loop(
-                client, items, concurrency, requests=requests, progress=advance
+                client,
+                items,
+                concurrency,
+                requests=requests,
+                progress=advance,
+                encode=WorkItem.whole_body,  # one engine request per text, as on the direct path
             )
     finally:
         server.stop()

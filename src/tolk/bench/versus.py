@@ -123,7 +123,7 @@ async def _round(
         encoder: loadgen.Encode | None = encode
     else:
         server = start_tolk(config, settings, workdir, "versus-tolk")
-        url_path, encoder = "/translate", None
+        url_path, encoder = "/translate", WorkItem.whole_body
     try:
         async with loadgen.make_client(server.url, concurrency + 4) as client:
             items = workload.stream()

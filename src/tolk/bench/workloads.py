@@ -36,6 +36,11 @@ class WorkItem:
     def body(self) -> dict[str, str]:
         return {"text": self.text, "source_lang": self.source_lang, "target_lang": self.target_lang}
 
+    def whole_body(self) -> dict[str, str]:
+        """The body with `split: none`: one engine request for the text, as a comparison
+        against an engine fed the same prompt directly needs."""
+        return {**self.body(), "split": "none"}
+
 
 @dataclass(frozen=True)
 class Workload:

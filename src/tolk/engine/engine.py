@@ -190,30 +190,28 @@ class ModelEngine:
             )
 
     @contextlib.contextmanager
-    def admit(self, n: int) -> Iterator[None]:
-        """Hold `n` texts of one request against this model's capacity (max_num_seqs running
-        plus max_waiting waiting) for the body of the `with`, or refuse them all at once
-        with Overloaded. Called before any per-text work."""
-        if not self.admission.try_acquire(n):
+    def admit(self, n: int) -> Iterator[int]:
+        """Hold the segments of one request against this model's capacity (max_num_seqs
+        running plus max_waiting waiting) for the body of the `with`, or refuse them all at
+        once with Overloaded. Called before any per-segment work. Yields the window: how many
+        of them may be in the engine at once. A request within capacity has all of them
+        there at once; a larger one (a long document) holds one batch's worth
+        (max_num_seqs) and feeds its segments through that window, so it is neither refused
+        for its size nor able to crowd out everyone else."""
+        window = n if n <= self.admission.capacity else self.settings.engine.max_num_seqs
+        if not self.admission.try_acquire(window):
             raise self._overloaded(n)
         try:
-            yield
+            yield window
         finally:
-            self.admission.release(n)
+            self.admission.release(window)
 
     def _overloaded(self, n: int) -> Overloaded:
         e = self.settings.engine
-        if n > self.admission.capacity:
-            message = (
-                f"{n} texts in one request exceed model '{self.name}''s capacity of "
-                f"{self.admission.capacity} ({e.max_num_seqs} running + {e.max_waiting} "
-                "waiting); send them in smaller requests"
-            )
-        else:
-            message = (
-                f"model '{self.name}' is at capacity ({e.max_num_seqs} running, "
-                f"{e.max_waiting} waiting); retry shortly or on another server"
-            )
+        message = (
+            f"model '{self.name}' is at capacity ({e.max_num_seqs} running, "
+            f"{e.max_waiting} waiting); retry shortly or on another server"
+        )
         return Overloaded(message, retry_after=1.0, model=self.name, requested=n)
 
     async def generate(self, prompt_ids: list[int], max_tokens: int) -> Generation:

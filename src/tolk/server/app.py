@@ -67,7 +67,7 @@ def create_app(config: TolkConfig) -> FastAPI:
         pool = ModelPool.start(config.models, engine_metrics)
         app.state.pool = pool
         app.state.translator = Translator(
-            pool, Limits(config.server.max_text_chars, config.server.max_texts)
+            pool, Limits(config.server.max_request_chars, config.server.max_texts)
         )
         background = [
             asyncio.create_task(watch_engines(pool, metrics)),

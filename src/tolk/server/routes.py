@@ -79,7 +79,9 @@ async def translate(
     limit = request.app.state.config.server.request_timeout
     deadline = min(limit, x_request_timeout) if x_request_timeout else limit
     texts = [body.text] if isinstance(body.text, str) else body.text
-    work = translator.translate(texts, body.source_lang, body.target_lang, body.model, deadline)
+    work = translator.translate(
+        texts, body.source_lang, body.target_lang, body.model, deadline, body.split
+    )
     try:
         result = await lifecycle.guard(request, work)
     except Overloaded as exc:
@@ -108,6 +110,7 @@ async def translate(
             prompt_tokens=usage.prompt_tokens,
             completion_tokens=usage.completion_tokens,
             total_tokens=usage.prompt_tokens + usage.completion_tokens,
+            segments=usage.segments,
             characters=usage.characters,
         ),
     )

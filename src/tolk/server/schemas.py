@@ -6,6 +6,8 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from tolk.translation.segment import SplitMode
+
 
 class TranslateRequest(BaseModel):
     model_config = ConfigDict(
@@ -28,6 +30,12 @@ class TranslateRequest(BaseModel):
     model: str | None = Field(
         None, description="A configured model name; by default the first that serves the pair."
     )
+    split: SplitMode = Field(
+        "sentences",
+        description="How texts are cut into segments translated side by side: 'sentences' "
+        "(each line; a long line at sentence boundaries), 'paragraphs' (blank-line "
+        "separated; list items apart), 'none' (each text whole).",
+    )
 
 
 class Usage(BaseModel):
@@ -35,6 +43,7 @@ class Usage(BaseModel):
     completion_tokens: int
     total_tokens: int
     characters: int = Field(description="Characters of source text translated.")
+    segments: int = Field(description="Engine requests the texts were cut into (distinct ones).")
 
 
 class TranslateResponse(BaseModel):

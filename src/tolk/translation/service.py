@@ -1,15 +1,18 @@
 """A translation request becomes engine requests and comes back as one response.
 
-Each non-empty text is its own engine request, submitted concurrently, so a list batches with
-everything else in vLLM's continuous batching. Admission is decided for the whole list at
-once, the whole list shares one deadline, and if any part fails the rest is cancelled (which
-aborts it in the engine): a request ends complete or as one error, never half done.
+Each text is cut into segments (tolk.translation.segment: lines, long ones at sentences,
+everything between them kept byte for byte), and each distinct segment of the whole request
+is its own engine request, submitted concurrently, so a document batches with everything
+else in vLLM's continuous batching. Admission is decided for all the segments at once, they
+share one deadline, and if any part fails the rest is cancelled (which aborts it in the
+engine): a request ends complete or as one error, never half done.
 """
 
 from __future__ import annotations
 
 import asyncio
 import math
+import re
 import time
 from collections.abc import Awaitable, Sequence
 from dataclasses import dataclass
@@ -25,13 +28,15 @@ from tolk.translation.prompts import (
     clean,
     keep_outer_whitespace,
 )
+from tolk.translation.segment import Segmented, SplitMode, segment
 
 T = TypeVar("T")
+_LINE_BREAKS = re.compile(r"\s*[\n\r\v\f\x1c-\x1e\x85\u2028\u2029]\s*")
 
 
 @dataclass(frozen=True)
 class Limits:
-    max_text_chars: int
+    max_request_chars: int
     max_texts: int
 
 
@@ -40,6 +45,7 @@ class Usage:
     prompt_tokens: int
     completion_tokens: int
     characters: int
+    segments: int
 
 
 @dataclass(frozen=True)
@@ -50,7 +56,7 @@ class Translation:
     model: str
     usage: Usage
     engine_seconds: float  # wall time spent waiting on the engine
-    # (source tokens, output tokens) of each non-empty text: the workload's length profile
+    # (source tokens, output tokens) of each segment: the workload's length profile
     lengths: list[tuple[int, int]]
 
 
@@ -114,14 +120,14 @@ class Translator:
                 field="text",
                 limit=self.limits.max_texts,
             )
-        for i, text in enumerate(texts):
-            if len(text) > self.limits.max_text_chars:
-                raise PayloadTooLarge(
-                    f"text {i} has {len(text)} characters; at most "
-                    f"{self.limits.max_text_chars} are accepted per text, split it into segments",
-                    field="text" if len(texts) == 1 else f"text[{i}]",
-                    limit=self.limits.max_text_chars,
-                )
+        chars = sum(len(t) for t in texts)
+        if chars > self.limits.max_request_chars:
+            raise PayloadTooLarge(
+                f"{chars} characters of text in one request; at most "
+                f"{self.limits.max_request_chars} are accepted, send the rest in further requests",
+                field="text",
+                limit=self.limits.max_request_chars,
+            )
 
     def _job(
         self, engine: ModelEngine, index: int, text: str, source: Lang, target: Lang
@@ -139,9 +145,10 @@ class Translator:
         )
         if budget < min(source_tokens, 16) or budget < 1:
             raise PayloadTooLarge(
-                f"text {index} needs {len(prompt_ids)} prompt tokens, which leaves no room for "
-                f"its translation in model '{engine.name}''s context of {engine.max_model_len} "
-                "tokens; split it into shorter segments",
+                f"segment {index} needs {len(prompt_ids)} prompt tokens, which leaves no room "
+                f"for its translation in model '{engine.name}''s context of "
+                f"{engine.max_model_len} tokens; send it with split 'sentences' (the default) "
+                "or in shorter texts",
                 field="text",
                 prompt_tokens=len(prompt_ids),
                 max_model_len=engine.max_model_len,
@@ -155,24 +162,28 @@ class Translator:
         target_lang: str,
         model: str | None,
         deadline: float,
+        split: SplitMode = "sentences",
     ) -> Translation:
         source = _parse_lang(source_lang, "source_lang")
         target = _parse_lang(target_lang, "target_lang")
         engine = self.pool.route(source.tag, target.tag, model)
         self._check_limits(texts)
         engine.check_alive()
-        todo = [i for i, t in enumerate(texts) if t.strip()]
-        # Admission is decided for the whole request before any per-text work.
-        with engine.admit(len(todo)):
-            jobs = [self._job(engine, i, texts[i], source, target) for i in todo]
+        docs = [self._segment(engine, t, split, source) for t in texts]
+        # Identical segments (repeated headings, list items, subtitles) are translated once.
+        unique = list(dict.fromkeys(s for d in docs for s in d.segments))
+        # Admission is decided for the whole request before any per-segment work.
+        with engine.admit(len(unique)) as window:
             started = time.monotonic()
-            generations = await self._generate_all(engine, jobs, deadline)
+            done = await self._generate_all(engine, unique, source, target, deadline, window)
         engine_seconds = time.monotonic() - started
-        out = list(texts)
-        for job, generation in zip(jobs, generations, strict=True):
-            out[job.index] = self._finish(texts[job.index], generation, target)
+        translated = {
+            text: self._finish(text, generation, target)
+            for text, (_, generation) in zip(unique, done, strict=True)
+        }
+        generations = [g for _, g in done]
         return Translation(
-            texts=out,
+            texts=[d.join([translated[s] for s in d.segments]) for d in docs],
             source=source,
             target=target,
             model=engine.name,
@@ -180,21 +191,44 @@ class Translator:
                 prompt_tokens=sum(g.prompt_tokens for g in generations),
                 completion_tokens=sum(g.completion_tokens for g in generations),
                 characters=sum(len(t) for t in texts),
+                segments=len(unique),
             ),
             engine_seconds=engine_seconds,
-            lengths=[
-                (j.source_tokens, g.completion_tokens)
-                for j, g in zip(jobs, generations, strict=True)
-            ],
+            lengths=[(j.source_tokens, g.completion_tokens) for j, g in done],
         )
 
     @staticmethod
+    def _segment(engine: ModelEngine, text: str, split: SplitMode, source: Lang) -> Segmented:
+        tokenizer = engine.tokenizer
+        return segment(
+            text,
+            split,
+            language=source.code,
+            max_tokens=engine.settings.max_segment_tokens,
+            count=lambda piece: len(tokenizer.encode(piece, add_special_tokens=False)),
+        )
+
     async def _generate_all(
-        engine: ModelEngine, jobs: Sequence[EngineJob], deadline: float
-    ) -> list[Generation]:
+        self,
+        engine: ModelEngine,
+        segments: Sequence[str],
+        source: Lang,
+        target: Lang,
+        deadline: float,
+        window: int,
+    ) -> list[tuple[EngineJob, Generation]]:
+        """Every segment through the engine, at most `window` at a time; each one's prompt
+        is built when its turn comes, so a long document does not hold the event loop."""
+        slots = asyncio.Semaphore(window)
+
+        async def one(index: int, text: str) -> tuple[EngineJob, Generation]:
+            async with slots:
+                job = self._job(engine, index, text, source, target)
+                return job, await engine.generate(job.prompt_ids, job.max_tokens)
+
         try:
             async with asyncio.timeout(deadline):
-                return await run_all([engine.generate(j.prompt_ids, j.max_tokens) for j in jobs])
+                return await run_all([one(i, s) for i, s in enumerate(segments)])
         except TimeoutError as exc:
             raise DeadlineExceeded(
                 f"the translation did not finish within the {deadline:g} s deadline and was "
@@ -204,7 +238,11 @@ class Translator:
 
     @staticmethod
     def _finish(source_text: str, generation: Generation, target: Lang) -> str:
-        return keep_outer_whitespace(source_text, clean(generation.text, source_text, target))
+        translation = clean(generation.text, source_text, target)
+        if "\n" not in source_text:
+            # A line's translation stays one line, or the text's line structure would move.
+            translation = _LINE_BREAKS.sub(" ", translation)
+        return keep_outer_whitespace(source_text, translation)
 
 
 __all__ = ["Limits", "Translation", "Translator", "Usage"]
