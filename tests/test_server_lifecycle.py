@@ -150,10 +150,11 @@ async def test_sigterm_finishes_in_flight_requests_and_leaves_no_processes(
 
         async def post(text: str) -> httpx.Response:
             return await client.post(
-                "/translate", json={"text": text, "source_lang": "en", "target_lang": "de"}
+                "/translate",
+                json={"text": text, "source_lang": "en", "target_lang": "de", "split": "none"},
             )
 
-        # 900 source tokens -> ~2,700 to write: far past the grace period.
+        # 900 source tokens as one segment -> ~2,700 to write: far past the grace period.
         too_long = asyncio.create_task(post(texts.text(900)))
         in_flight = [asyncio.create_task(post(texts.text(40))) for _ in range(4)]
 
