@@ -13,7 +13,6 @@ import datetime as dt
 import json
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -27,38 +26,28 @@ from tolk.bench.stats import RequestRecord, summarize
 from tolk.bench.workloads import WorkItem, Workload
 from tolk.config import ModelSettings, load_config
 from tolk.engine import Tokenizer
+from tolk.languages import lang
+from tolk.translation.service import EngineJob, plan_job
 
 SCHEMA = "tolk.bench.overhead/1"
 
 
-@dataclass(frozen=True)
-class Prepared:
-    prompt_ids: list[int]
-    max_tokens: int
-
-
 def prepare(
     settings: ModelSettings, tokenizer: Tokenizer, max_model_len: int, items: Sequence[WorkItem]
-) -> list[Prepared]:
-    """The engine requests tolk makes of `items`: its prompt token ids and output budgets."""
-    from tolk.languages import lang
-    from tolk.translation.prompts import FORMATS
-    from tolk.translation.service import output_budget, render
-
-    prepared = []
-    for item in items:
-        source, target = lang(item.source_lang), lang(item.target_lang)
-        ids = render(FORMATS[settings.prompt_format](item.text, source, target), tokenizer)
-        source_tokens = len(tokenizer.encode(item.text, add_special_tokens=False))
-        budget = output_budget(
-            source_tokens,
-            len(ids),
-            settings.max_tokens_ratio,
-            settings.max_tokens_extra,
+) -> list[EngineJob]:
+    """The engine requests tolk makes of `items` (each sent whole, as with `split: none`)."""
+    return [
+        plan_job(
+            settings,
+            tokenizer,
             max_model_len,
+            i,
+            item.text,
+            lang(item.source_lang),
+            lang(item.target_lang),
         )
-        prepared.append(Prepared(ids, budget))
-    return prepared
+        for i, item in enumerate(items)
+    ]
 
 
 async def _direct_round(

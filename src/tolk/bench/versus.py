@@ -22,12 +22,13 @@ from rich.progress import Progress
 from rich.table import Table
 
 from tolk.bench import loadgen
-from tolk.bench.overhead import Prepared, prepare
+from tolk.bench.overhead import prepare
 from tolk.bench.processes import LocalServer, free_port, start_tolk
 from tolk.bench.run import progress_callback
 from tolk.bench.stats import summarize
 from tolk.bench.workloads import WorkItem, Workload
 from tolk.config import ModelSettings, TolkConfig, load_config
+from tolk.translation.service import EngineJob
 
 SCHEMA = "tolk.bench.versus/1"
 PATHS = ("vllm", "tolk")
@@ -80,7 +81,7 @@ def start_vllm(settings: ModelSettings, workdir: Path) -> LocalServer:
     )
 
 
-def tolk_requests(settings: ModelSettings, items: Sequence[WorkItem]) -> dict[WorkItem, Prepared]:
+def tolk_requests(settings: ModelSettings, items: Sequence[WorkItem]) -> dict[WorkItem, EngineJob]:
     """What tolk will send its engine for each item, built the way tolk builds it."""
     from transformers import AutoConfig
 
@@ -98,7 +99,7 @@ async def _round(
     config: TolkConfig,
     settings: ModelSettings,
     workload: Workload,
-    prepared: dict[WorkItem, Prepared],
+    prepared: dict[WorkItem, EngineJob],
     *,
     concurrency: int,
     requests: int,

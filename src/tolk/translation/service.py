@@ -18,6 +18,7 @@ from collections.abc import Awaitable, Sequence
 from dataclasses import dataclass
 from typing import TypeVar
 
+from tolk.config import ModelSettings
 from tolk.engine import Generation, ModelEngine, ModelPool, Tokenizer
 from tolk.errors import DeadlineExceeded, InvalidLanguage, PayloadTooLarge
 from tolk.languages import InvalidLanguageCode, Lang, lang
@@ -78,6 +79,31 @@ def render(prompt: Prompt, tokenizer: Tokenizer) -> list[int]:
     return tokenizer.encode(prompt.text)
 
 
+def plan_job(
+    settings: ModelSettings,
+    tokenizer: Tokenizer,
+    max_model_len: int,
+    index: int,
+    text: str,
+    source: Lang,
+    target: Lang,
+) -> EngineJob:
+    """The engine request tolk makes of one segment: its prompt token ids and output budget.
+    The benchmarks that feed an engine directly (tolk.bench.overhead, .versus) use it too, so
+    both sides of a comparison get the very same prompts."""
+    prompt = FORMATS[settings.prompt_format](text.strip(), source, target)
+    prompt_ids = render(prompt, tokenizer)
+    source_tokens = len(tokenizer.encode(text, add_special_tokens=False))
+    budget = output_budget(
+        source_tokens,
+        len(prompt_ids),
+        settings.max_tokens_ratio,
+        settings.max_tokens_extra,
+        max_model_len,
+    )
+    return EngineJob(index, prompt_ids, budget, source_tokens)
+
+
 def output_budget(
     source_tokens: int, prompt_tokens: int, ratio: float, extra: int, max_model_len: int
 ) -> int:
@@ -132,28 +158,20 @@ class Translator:
     def _job(
         self, engine: ModelEngine, index: int, text: str, source: Lang, target: Lang
     ) -> EngineJob:
-        settings = engine.settings
-        prompt = FORMATS[settings.prompt_format](text.strip(), source, target)
-        prompt_ids = render(prompt, engine.tokenizer)
-        source_tokens = len(engine.tokenizer.encode(text, add_special_tokens=False))
-        budget = output_budget(
-            source_tokens,
-            len(prompt_ids),
-            settings.max_tokens_ratio,
-            settings.max_tokens_extra,
-            engine.max_model_len,
+        job = plan_job(
+            engine.settings, engine.tokenizer, engine.max_model_len, index, text, source, target
         )
-        if budget < min(source_tokens, 16) or budget < 1:
+        if job.max_tokens < min(job.source_tokens, 16) or job.max_tokens < 1:
             raise PayloadTooLarge(
-                f"segment {index} needs {len(prompt_ids)} prompt tokens, which leaves no room "
-                f"for its translation in model '{engine.name}''s context of "
+                f"segment {index} needs {len(job.prompt_ids)} prompt tokens, which leaves no "
+                f"room for its translation in model '{engine.name}''s context of "
                 f"{engine.max_model_len} tokens; send it with split 'sentences' (the default) "
                 "or in shorter texts",
                 field="text",
-                prompt_tokens=len(prompt_ids),
+                prompt_tokens=len(job.prompt_ids),
                 max_model_len=engine.max_model_len,
             )
-        return EngineJob(index, prompt_ids, budget, source_tokens)
+        return job
 
     async def translate(
         self,

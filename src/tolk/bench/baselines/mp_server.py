@@ -93,8 +93,8 @@ def process_queue(
     from tolk.engine.engine import engine_args, on_cpu, sampling_params
     from tolk.engine.vllm_compat import VllmRelease
     from tolk.languages import lang
-    from tolk.translation.prompts import FORMATS, clean
-    from tolk.translation.service import output_budget, render
+    from tolk.translation.prompts import clean
+    from tolk.translation.service import plan_job
 
     args = engine_args(settings, cpu=on_cpu())
     llm: Any = LLM(**VllmRelease.installed().check_engine_args(args, settings.name))
@@ -123,16 +123,9 @@ def process_queue(
         prompts, params = [], []
         for task in tasks:
             source, target = lang(task.source_lang), lang(task.target_lang)
-            ids = render(FORMATS[settings.prompt_format](task.text, source, target), tokenizer)
-            budget = output_budget(
-                len(tokenizer.encode(task.text, add_special_tokens=False)),
-                len(ids),
-                settings.max_tokens_ratio,
-                settings.max_tokens_extra,
-                max_model_len,
-            )
-            prompts.append({"prompt_token_ids": ids})
-            params.append(sampling_params(settings.sampling, max(1, budget)))
+            job = plan_job(settings, tokenizer, max_model_len, 0, task.text, source, target)
+            prompts.append({"prompt_token_ids": job.prompt_ids})
+            params.append(sampling_params(settings.sampling, max(1, job.max_tokens)))
         try:
             outputs = llm.generate(prompts, params, use_tqdm=False)
             for key, task, output in zip(keys, tasks, outputs, strict=True):
