@@ -91,3 +91,16 @@ def test_admission_refuses_a_request_larger_than_the_capacity_even_when_idle() -
     assert admission.try_acquire(0)
     with pytest.raises(ValueError, match="only 0 are held"):
         admission.release(1)
+
+
+def test_a_request_larger_than_the_capacity_is_fed_through_one_batch() -> None:
+    admission = Admission(capacity=40, batch=16)  # max_num_seqs 16 + max_waiting 24
+    assert admission.window(30) == 30  # within capacity: all at once
+    assert admission.admit(300) == 16  # a long document: one batch's worth
+    assert admission.held == 16
+    assert admission.admit(30) is None  # whole or not at all: 16 + 30 > 40
+    assert admission.held == 16
+    assert admission.admit(24) == 24
+    assert admission.admit(300) is None  # even its window does not fit now
+    admission.release(40)
+    assert admission.held == 0

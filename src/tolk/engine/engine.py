@@ -135,7 +135,7 @@ class ModelEngine:
         # sampled into tolk_concurrent_texts for `tolk tune`.
         self.in_flight = 0
         e = settings.engine
-        self.admission = Admission(e.max_num_seqs + e.max_waiting)
+        self.admission = Admission(e.max_num_seqs + e.max_waiting, batch=e.max_num_seqs)
 
     @classmethod
     def start(
@@ -191,15 +191,12 @@ class ModelEngine:
 
     @contextlib.contextmanager
     def admit(self, n: int) -> Iterator[int]:
-        """Hold the segments of one request against this model's capacity (max_num_seqs
-        running plus max_waiting waiting) for the body of the `with`, or refuse them all at
-        once with Overloaded. Called before any per-segment work. Yields the window: how many
-        of them may be in the engine at once. A request within capacity has all of them
-        there at once; a larger one (a long document) holds one batch's worth
-        (max_num_seqs) and feeds its segments through that window, so it is neither refused
-        for its size nor able to crowd out everyone else."""
-        window = n if n <= self.admission.capacity else self.settings.engine.max_num_seqs
-        if not self.admission.try_acquire(window):
+        """Hold the `n` segments of one request against this model's capacity for the body
+        of the `with`, or refuse them all at once with Overloaded. Called before any
+        per-segment work. Yields the window: how many may be in the engine at once
+        (Admission.window)."""
+        window = self.admission.admit(n)
+        if window is None:
             raise self._overloaded(n)
         try:
             yield window
