@@ -21,7 +21,7 @@ from rich.table import Table
 
 from tolk.bench import loadgen
 from tolk.bench.processes import start_tolk
-from tolk.bench.run import progress_callback
+from tolk.bench.run import alternate_rounds, pooled
 from tolk.bench.stats import RequestRecord, summarize
 from tolk.bench.workloads import WorkItem, Workload
 from tolk.config import ModelSettings, load_config
@@ -137,24 +137,16 @@ async def run_overhead(
     progress: Progress | None = None,
 ) -> dict[str, Any]:
     settings = next(m for m in load_config(config_path).models if m.name == model)
-    measured: list[dict[str, Any]] = []
-    for round_number in range(1, rounds + 1):
-        for path in ("direct", "http"):
-            advance = progress_callback(progress, f"round {round_number}: {path}", requests)
-            if path == "direct":
-                result = await _direct_round(
-                    settings, workload, concurrency, requests, warmup, advance
-                )
-            else:
-                result = await _http_round(
-                    config_path, settings, workload, concurrency, requests, warmup, workdir, advance
-                )
-            result["round"] = round_number
-            measured.append(result)
-    totals: dict[str, float] = {}
-    for path in ("direct", "http"):
-        runs = [m["summary"] for m in measured if m["path"] == path]
-        totals[f"{path}_rps"] = sum(r["ok"] for r in runs) / sum(r["duration_s"] for r in runs)
+
+    async def one(path: str, advance: loadgen.Progress) -> dict[str, Any]:
+        if path == "direct":
+            return await _direct_round(settings, workload, concurrency, requests, warmup, advance)
+        return await _http_round(
+            config_path, settings, workload, concurrency, requests, warmup, workdir, advance
+        )
+
+    measured = await alternate_rounds(("direct", "http"), rounds, requests, progress, one)
+    direct_rps, http_rps = (pooled(measured, path)["rps"] for path in ("direct", "http"))
     http = [m["summary"] for m in measured if m["path"] == "http"]
     return {
         "schema": SCHEMA,
@@ -165,9 +157,9 @@ async def run_overhead(
         "concurrency": concurrency,
         "requests_per_round": requests,
         "rounds": measured,
-        "direct_rps": totals["direct_rps"],
-        "http_rps": totals["http_rps"],
-        "ratio": totals["http_rps"] / totals["direct_rps"],
+        "direct_rps": direct_rps,
+        "http_rps": http_rps,
+        "ratio": http_rps / direct_rps,
         # Service overhead: client latency minus the engine time the server reports.
         "overhead_ms_p50": max(r["overhead_ms"].get("p50", float("nan")) for r in http),
         "overhead_ms_p95": max(r["overhead_ms"].get("p95", float("nan")) for r in http),

@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 import datetime as dt
 import time
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -57,6 +58,42 @@ def progress_callback(
         return lambda n: None
     task = progress.add_task(description, total=total)
     return lambda n: progress.advance(task, n)
+
+
+async def alternate_rounds(
+    paths: Sequence[str],
+    rounds: int,
+    requests: int,
+    progress: Progress | None,
+    one: Callable[[str, loadgen.Progress], Awaitable[dict[str, Any]]],
+) -> list[dict[str, Any]]:
+    """`rounds` rounds of `one(path, advance)` for each path in turn (so drift on a noisy
+    machine hits every path alike); each result gets its round number."""
+    measured: list[dict[str, Any]] = []
+    for number in range(1, rounds + 1):
+        for path in paths:
+            result = await one(
+                path, progress_callback(progress, f"round {number}: {path}", requests)
+            )
+            result["round"] = number
+            measured.append(result)
+    return measured
+
+
+def pooled(measured: Sequence[dict[str, Any]], path: str) -> dict[str, float]:
+    """One path's rounds taken together: requests and output tokens per second of all its
+    rounds' time, output tokens, the worst round's p50/p95, errors."""
+    runs = [m["summary"] for m in measured if m["path"] == path]
+    seconds = sum(r["duration_s"] for r in runs)
+    tokens = sum(r["completion_tokens"] for r in runs)
+    return {
+        "rps": sum(r["ok"] for r in runs) / seconds,
+        "output_tokens": tokens,
+        "output_tps": tokens / seconds,
+        "p50_s": max(r["latency_s"]["p50"] for r in runs),
+        "p95_s": max(r["latency_s"]["p95"] for r in runs),
+        "errors": sum(r["requests"] - r["ok"] for r in runs),
+    }
 
 
 async def run(plan: RunPlan, progress: Progress | None = None) -> dict[str, Any]:

@@ -24,7 +24,7 @@ from rich.table import Table
 from tolk.bench import loadgen
 from tolk.bench.overhead import prepare
 from tolk.bench.processes import LocalServer, free_port, start_tolk
-from tolk.bench.run import progress_callback
+from tolk.bench.run import alternate_rounds, pooled
 from tolk.bench.stats import summarize
 from tolk.bench.workloads import WorkItem, Workload
 from tolk.config import ModelSettings, TolkConfig, load_config
@@ -161,36 +161,23 @@ async def run_versus(
     config = load_config(config_path)
     settings = next(m for m in config.models if m.name == model)
     prepared = tolk_requests(settings, workload.items)
-    measured: list[dict[str, Any]] = []
-    for number in range(1, rounds + 1):
-        for path in PATHS:
-            advance = progress_callback(progress, f"round {number}: {path}", requests)
-            result = await _round(
-                path,
-                config,
-                settings,
-                workload,
-                prepared,
-                concurrency=concurrency,
-                requests=requests,
-                warmup=warmup,
-                workdir=workdir,
-                advance=advance,
-            )
-            result["round"] = number
-            measured.append(result)
-    totals: dict[str, dict[str, float]] = {}
-    for path in PATHS:
-        runs = [m["summary"] for m in measured if m["path"] == path]
-        seconds = sum(r["duration_s"] for r in runs)
-        totals[path] = {
-            "rps": sum(r["ok"] for r in runs) / seconds,
-            "output_tokens": sum(r["completion_tokens"] for r in runs),
-            "output_tps": sum(r["completion_tokens"] for r in runs) / seconds,
-            "p50_s": max(r["latency_s"]["p50"] for r in runs),
-            "p95_s": max(r["latency_s"]["p95"] for r in runs),
-            "errors": sum(r["requests"] - r["ok"] for r in runs),
-        }
+
+    async def one(path: str, advance: loadgen.Progress) -> dict[str, Any]:
+        return await _round(
+            path,
+            config,
+            settings,
+            workload,
+            prepared,
+            concurrency=concurrency,
+            requests=requests,
+            warmup=warmup,
+            workdir=workdir,
+            advance=advance,
+        )
+
+    measured = await alternate_rounds(PATHS, rounds, requests, progress, one)
+    totals = {path: pooled(measured, path) for path in PATHS}
     return {
         "schema": SCHEMA,
         "started_at": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
