@@ -5,11 +5,12 @@ from __future__ import annotations
 import asyncio
 import datetime as dt
 import sys
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Annotated
 
 import typer
-from rich.console import Console
+from rich.console import Console, RenderableType
 
 from tolk.bench import report
 from tolk.bench.run import RunPlan, progress_bar, run
@@ -46,6 +47,20 @@ def levels(text: str | None, kind: type[float] | type[int]) -> tuple[float, ...]
 
 def default_out(kind: str) -> Path:
     return Path("results") / f"{kind}-{dt.datetime.now():%Y%m%d-%H%M%S}"
+
+
+def out_dir_for(out: Path | None, kind: str) -> Path:
+    """The output directory (given, or results/KIND-TIMESTAMP), created."""
+    folder = out or default_out(kind)
+    folder.mkdir(parents=True, exist_ok=True)
+    return folder
+
+
+def show(table: RenderableType, written: Path | Sequence[Path]) -> None:
+    """A command's report table, then the files it wrote."""
+    console.print(table)
+    paths = [written] if isinstance(written, Path) else written
+    console.print("wrote " + ", ".join(str(p) for p in paths))
 
 
 @app.command("run")
@@ -132,8 +147,7 @@ def journey_command(
         requests = 100
     chosen = journey.select(architectures.split(",") if architectures else None)
     loads = [load(w.strip(), items, seed) for w in workloads.split(",") if w.strip()]
-    out_dir = out or default_out("journey")
-    out_dir.mkdir(parents=True, exist_ok=True)
+    out_dir = out_dir_for(out, "journey")
     with progress_bar() as progress:
         results = asyncio.run(
             journey.run_journey(
@@ -150,9 +164,7 @@ def journey_command(
                 progress=progress,
             )
         )
-    written = journey.write(results, out_dir)
-    console.print(journey.table(results))
-    console.print("wrote " + ", ".join(str(p) for p in written))
+    show(journey.table(results), journey.write(results, out_dir))
 
 
 @app.command("overhead")
@@ -171,8 +183,7 @@ def overhead_command(
     """The same requests directly on AsyncLLM in-process and through tolk's HTTP API."""
     from tolk.bench import overhead
 
-    out_dir = out or default_out("overhead")
-    out_dir.mkdir(parents=True, exist_ok=True)
+    out_dir = out_dir_for(out, "overhead")
     with progress_bar() as progress:
         results = asyncio.run(
             overhead.run_overhead(
@@ -187,9 +198,7 @@ def overhead_command(
                 progress=progress,
             )
         )
-    path = overhead.write(results, out_dir)
-    console.print(overhead.table(results))
-    console.print(f"wrote {path}")
+    show(overhead.table(results), overhead.write(results, out_dir))
 
 
 @app.command("versus-vllm")
@@ -208,8 +217,7 @@ def versus_command(
     """tolk against vLLM's own OpenAI server: same model, settings, prompts and token counts."""
     from tolk.bench import versus
 
-    out_dir = out or default_out("versus")
-    out_dir.mkdir(parents=True, exist_ok=True)
+    out_dir = out_dir_for(out, "versus")
     with progress_bar() as progress:
         results = asyncio.run(
             versus.run_versus(
@@ -224,9 +232,7 @@ def versus_command(
                 progress=progress,
             )
         )
-    path = versus.write(results, out_dir)
-    console.print(versus.table(results))
-    console.print(f"wrote {path}")
+    show(versus.table(results), versus.write(results, out_dir))
 
 
 @app.command("gpu-compare")
@@ -253,9 +259,10 @@ def gpu_compare_command(
         comparison = gpu_compare.compare(runs, level)
     except ValueError as exc:
         raise typer.BadParameter(str(exc)) from exc
-    written = gpu_compare.write(comparison, out or default_out("gpu-compare"))
-    console.print(gpu_compare.table(comparison))
-    console.print("wrote " + ", ".join(str(p) for p in written))
+    show(
+        gpu_compare.table(comparison),
+        gpu_compare.write(comparison, out or default_out("gpu-compare")),
+    )
 
 
 @app.command("proxy")
@@ -287,8 +294,7 @@ def proxy_command(
     """The proxy's overhead (one upstream, direct vs proxied) and scaling (two upstreams)."""
     from tolk.bench import proxy
 
-    out_dir = out or default_out("proxy")
-    out_dir.mkdir(parents=True, exist_ok=True)
+    out_dir = out_dir_for(out, "proxy")
     with progress_bar() as progress:
         results = proxy.run_proxy_bench(
             load(workload, items, seed),
@@ -303,6 +309,4 @@ def proxy_command(
             rate=rate,
             progress=progress,
         )
-    path = proxy.write(results, out_dir)
-    console.print(proxy.table(results))
-    console.print(f"wrote {path}")
+    show(proxy.table(results), proxy.write(results, out_dir))
