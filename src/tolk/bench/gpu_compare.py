@@ -51,14 +51,15 @@ def level_of(results: dict[str, Any], level: float) -> dict[str, Any]:
 def compare(runs: Sequence[tuple[str, dict[str, Any]]], level: float) -> dict[str, Any]:
     out = []
     for label, results in runs:
-        points = [p for p in level_of(results, level)["timeline"] if p.get("gpu_util") is not None]
+        measured = level_of(results, level)
+        points = [p for p in measured["timeline"] if p.get("gpu_util") is not None]
         out.append(
             {
                 "label": label,
                 "url": results.get("url"),
                 "series": [(p["t"], p["gpu_util"], p.get("running")) for p in points],
                 "summary": steadiness([p["gpu_util"] for p in points]),
-                "rps": level_of(results, level)["summary"]["rps"],
+                "rps": measured["summary"]["rps"],
             }
         )
     return {"schema": SCHEMA, "level": level, "runs": out}

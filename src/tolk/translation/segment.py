@@ -42,10 +42,12 @@ SPLIT_MODES: tuple[SplitMode, ...] = ("sentences", "paragraphs", "none")
 
 Counter = Callable[[str], int]  # tokens in a string
 
-# Indentation, then list bullets, numbers ("1.", "2)"), quote and heading markers, with spaces.
-_LINE_PREFIX = re.compile(r"[^\S\n]*(?:(?:[-*+•‣◦▪–]|\d{1,9}[.)]|>|#{1,6})(?:[^\S\n]+|$))*")
+# List bullets, numbers ("1.", "2)"), quote and heading markers.
+_MARKER = r"(?:[-*+•‣◦▪–]|\d{1,9}[.)]|>|#{1,6})"
+# Indentation, then markers, each with the spaces after it.
+_LINE_PREFIX = re.compile(rf"[^\S\n]*(?:{_MARKER}(?:[^\S\n]+|$))*")
 _BLANK_LINES = re.compile(r"\n[^\S\n]*\n\s*")  # a paragraph break, with all the space around it
-_STARTS_ITEM = re.compile(r"[^\S\n]*(?:[-*+•‣◦▪–]|\d{1,9}[.)]|>|#{1,6})[^\S\n]")
+_STARTS_ITEM = re.compile(rf"[^\S\n]*{_MARKER}[^\S\n]")
 
 
 @dataclass(frozen=True)
