@@ -315,3 +315,42 @@ async def test_split_none_sends_each_text_whole(client: httpx.AsyncClient) -> No
     )
     error = assert_error(response, 422, "invalid_request")
     assert "split" in error["message"]
+
+
+async def test_markdown_comes_back_with_its_markup(client: httpx.AsyncClient) -> None:
+    # The random model writes `*`, `[`, `<`, `&`...: escaped, the document's structure holds.
+    from tests.test_documents import README
+    from tolk.translation.markdown_format import structure
+
+    response = await client.post(
+        "/translate",
+        json={"text": README, "source_lang": "en", "target_lang": "de", "format": "markdown"},
+    )
+    assert response.status_code == 200, response.text
+    body = response.json()
+    translation: str = body["translation"]
+    assert structure(translation) == structure(README)
+    assert translation != README
+    assert body["usage"]["segments"] >= 20  # first pass, then runs of units that lost markup
+    for verbatim in ("   ```bash\n   pip install tolk", "<!-- a comment that stays -->"):
+        assert verbatim in translation
+
+
+async def test_html_comes_back_with_its_element_tree(client: httpx.AsyncClient) -> None:
+    from tests.test_documents import PAGE, element_tree, kept_text
+
+    response = await client.post(
+        "/translate",
+        json={
+            "text": [PAGE, "<p>Hi <b>there</b></p>"],
+            "source_lang": "en",
+            "target_lang": "fr",
+            "format": "html",
+        },
+    )
+    assert response.status_code == 200, response.text
+    page, snippet = response.json()["translation"]
+    assert element_tree(page) == element_tree(PAGE)
+    assert kept_text(page) == kept_text(PAGE)
+    assert element_tree(snippet) == element_tree("<p>Hi <b>there</b></p>")
+    assert "Welcome to" not in page

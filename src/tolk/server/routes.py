@@ -80,7 +80,7 @@ async def translate(
     deadline = min(limit, x_request_timeout) if x_request_timeout else limit
     texts = [body.text] if isinstance(body.text, str) else body.text
     work = translator.translate(
-        texts, body.source_lang, body.target_lang, body.model, deadline, body.split
+        texts, body.source_lang, body.target_lang, body.model, deadline, body.split, body.format
     )
     try:
         result = await lifecycle.guard(request, work)

@@ -6,6 +6,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from tolk.translation.formats import Format
 from tolk.translation.segment import SplitMode
 
 
@@ -16,6 +17,12 @@ class TranslateRequest(BaseModel):
             "examples": [
                 {"text": "Hello, world!", "source_lang": "en", "target_lang": "de"},
                 {"text": ["One.", "Two."], "source_lang": "EN", "target_lang": "ne"},
+                {
+                    "text": "# Title\n\nSome *markdown* with `code`.",
+                    "source_lang": "en",
+                    "target_lang": "fr",
+                    "format": "markdown",
+                },
             ]
         },
     )
@@ -35,6 +42,13 @@ class TranslateRequest(BaseModel):
         description="How texts are cut into segments translated side by side: 'sentences' "
         "(each line; a long line at sentence boundaries), 'paragraphs' (blank-line "
         "separated; list items apart), 'none' (each text whole).",
+    )
+    format: Format = Field(
+        "text",
+        description="'text' (nothing interpreted), 'markdown' (CommonMark with GFM tables: "
+        "prose translated, code, URLs, HTML and table syntax kept byte for byte) or 'html' "
+        "(text nodes and alt/title/placeholder/aria-label translated, every tag kept; also "
+        "XML-ish markup).",
     )
 
 

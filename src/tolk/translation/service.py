@@ -14,7 +14,8 @@ import asyncio
 import math
 import re
 import time
-from collections.abc import Awaitable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
+from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from typing import TypeVar
 
@@ -22,6 +23,8 @@ from tolk.config import ModelSettings
 from tolk.engine import Generation, ModelEngine, ModelPool, Tokenizer
 from tolk.errors import DeadlineExceeded, InvalidLanguage, PayloadTooLarge
 from tolk.languages import InvalidLanguageCode, Lang, lang
+from tolk.translation.document import Document, Rendered
+from tolk.translation.formats import Format, Splitter, parse
 from tolk.translation.prompts import (
     FORMATS,
     ChatPrompt,
@@ -67,6 +70,87 @@ class EngineJob:
     prompt_ids: list[int]
     max_tokens: int
     source_tokens: int
+
+
+@dataclass(frozen=True)
+class Done:
+    """One segment's translation (cleaned, outer whitespace kept) and its token counts."""
+
+    text: str
+    prompt_tokens: int
+    completion_tokens: int
+    source_tokens: int
+
+
+class DocumentPlan:
+    """The engine work of a request's documents: the first pass (every unit that goes to
+    the model whole, with placeholders), then the text runs of units that cannot (over the
+    budget, or placeholders lost), cut like text. Identical segments are translated once."""
+
+    def __init__(
+        self, docs: Sequence[Document], cut: Splitter, fits: Callable[[str], bool]
+    ) -> None:
+        self.docs = docs
+        self.cut = cut
+        first: dict[str, None] = {}
+        runs: dict[str, None] = {}
+        self.by_runs: set[tuple[int, int]] = set()  # (document, unit) translated run by run
+        for d, doc in enumerate(docs):
+            for u, unit in enumerate(doc.units):
+                masked = unit.masked
+                if masked is not None and fits(masked):
+                    first[masked] = None
+                else:
+                    self.by_runs.add((d, u))
+                    runs |= dict.fromkeys(s for run in unit.runs for s in cut(run).segments)
+        self.first = list(first)
+        self.known_runs = list(runs)
+        self.outputs: list[dict[int, Rendered]] = [{} for _ in docs]
+
+    def restore(self, done: Mapping[str, Done]) -> list[str]:
+        """Put the first pass's translations in place; the run segments still to translate."""
+        for d, doc in enumerate(self.docs):
+            for u, unit in enumerate(doc.units):
+                if (d, u) in self.by_runs:
+                    continue
+                restored = unit.restore(done[unit.masked or ""].text)
+                if restored is None or not unit.valid(restored):
+                    self.by_runs.add((d, u))
+                else:
+                    self.outputs[d][u] = restored
+        needed = {
+            s: None
+            for d, u in sorted(self.by_runs)
+            for run in self.docs[d].units[u].runs
+            for s in self.cut(run).segments
+        }
+        return [s for s in needed if s not in done]
+
+    def render(self, done: Mapping[str, Done]) -> list[str]:
+        for d, u in self.by_runs:
+            unit = self.docs[d].units[u]
+
+            def run_translation(run: str) -> str:
+                cut = self.cut(run)
+                return cut.join([done[s].text for s in cut.segments])
+
+            rendered = unit.with_runs(run_translation)
+            # Kept as it was rather than returned with broken markup.
+            self.outputs[d][u] = rendered if unit.valid(rendered) else unit.original()
+        return [doc.render(self.outputs[d]) for d, doc in enumerate(self.docs)]
+
+
+@asynccontextmanager
+async def _deadline(seconds: float) -> AsyncIterator[None]:
+    try:
+        async with asyncio.timeout(seconds):
+            yield
+    except TimeoutError as exc:
+        raise DeadlineExceeded(
+            f"the translation did not finish within the {seconds:g} s deadline and was "
+            "stopped; retry later, send shorter texts, or allow a longer deadline",
+            deadline=seconds,
+        ) from exc
 
 
 def render(prompt: Prompt, tokenizer: Tokenizer) -> list[int]:
@@ -181,27 +265,28 @@ class Translator:
         model: str | None,
         deadline: float,
         split: SplitMode = "sentences",
+        fmt: Format = "text",
     ) -> Translation:
         source = _parse_lang(source_lang, "source_lang")
         target = _parse_lang(target_lang, "target_lang")
         engine = self.pool.route(source.tag, target.tag, model)
         self._check_limits(texts)
         engine.check_alive()
-        docs = [self._segment(engine, t, split, source) for t in texts]
-        # Identical segments (repeated headings, list items, subtitles) are translated once.
-        unique = list(dict.fromkeys(s for d in docs for s in d.segments))
+        docs = [parse(fmt, t, self._splitter(engine, split, source)) for t in texts]
+        plan = DocumentPlan(docs, self._splitter(engine, split, source), self._fits(engine, fmt))
         # Admission is decided for the whole request before any per-segment work.
-        with engine.admit(len(unique)) as window:
+        with engine.admit(len(plan.first) + len(plan.known_runs)) as window:
             started = time.monotonic()
-            done = await self._generate_all(engine, unique, source, target, deadline, window)
+            slots = asyncio.Semaphore(window)
+            async with _deadline(deadline):
+                done = await self._generate_all(engine, plan.first, source, target, slots)
+                runs = plan.restore(done)
+                # Units whose placeholders did not come back: their text runs, one by one.
+                done |= await self._generate_all(engine, runs, source, target, slots)
         engine_seconds = time.monotonic() - started
-        translated = {
-            text: self._finish(text, generation, target)
-            for text, (_, generation) in zip(unique, done, strict=True)
-        }
-        generations = [g for _, g in done]
+        generations = list(done.values())
         return Translation(
-            texts=[d.join([translated[s] for s in d.segments]) for d in docs],
+            texts=plan.render(done),
             source=source,
             target=target,
             model=engine.name,
@@ -209,21 +294,37 @@ class Translator:
                 prompt_tokens=sum(g.prompt_tokens for g in generations),
                 completion_tokens=sum(g.completion_tokens for g in generations),
                 characters=sum(len(t) for t in texts),
-                segments=len(unique),
+                segments=len(done),
             ),
             engine_seconds=engine_seconds,
-            lengths=[(j.source_tokens, g.completion_tokens) for j, g in done],
+            lengths=[(g.source_tokens, g.completion_tokens) for g in generations],
         )
 
     @staticmethod
-    def _segment(engine: ModelEngine, text: str, split: SplitMode, source: Lang) -> Segmented:
+    def _splitter(engine: ModelEngine, split: SplitMode, source: Lang) -> Splitter:
         tokenizer = engine.tokenizer
-        return segment(
-            text,
-            split,
-            language=source.code,
-            max_tokens=engine.settings.max_segment_tokens,
-            count=lambda piece: len(tokenizer.encode(piece, add_special_tokens=False)),
+
+        def cut(text: str) -> Segmented:
+            return segment(
+                text,
+                split,
+                language=source.code,
+                max_tokens=engine.settings.max_segment_tokens,
+                count=lambda piece: len(tokenizer.encode(piece, add_special_tokens=False)),
+            )
+
+        return cut
+
+    @staticmethod
+    def _fits(engine: ModelEngine, fmt: Format) -> Callable[[str], bool]:
+        """Whether a unit goes to the model whole: text segments were cut to fit already;
+        a markup unit over `max_segment_tokens` is translated run by run instead."""
+        limit = engine.settings.max_segment_tokens
+        if fmt == "text":
+            return lambda masked: True
+        return lambda masked: (
+            len(masked.encode()) <= limit
+            or len(engine.tokenizer.encode(masked, add_special_tokens=False)) <= limit
         )
 
     async def _generate_all(
@@ -232,27 +333,24 @@ class Translator:
         segments: Sequence[str],
         source: Lang,
         target: Lang,
-        deadline: float,
-        window: int,
-    ) -> list[tuple[EngineJob, Generation]]:
-        """Every segment through the engine, at most `window` at a time; each one's prompt
+        slots: asyncio.Semaphore,
+    ) -> dict[str, Done]:
+        """Every segment through the engine, at most `slots` at a time; each one's prompt
         is built when its turn comes, so a long document does not hold the event loop."""
-        slots = asyncio.Semaphore(window)
 
-        async def one(index: int, text: str) -> tuple[EngineJob, Generation]:
+        async def one(index: int, text: str) -> Done:
             async with slots:
                 job = self._job(engine, index, text, source, target)
-                return job, await engine.generate(job.prompt_ids, job.max_tokens)
+                generation = await engine.generate(job.prompt_ids, job.max_tokens)
+                return Done(
+                    text=self._finish(text, generation, target),
+                    prompt_tokens=generation.prompt_tokens,
+                    completion_tokens=generation.completion_tokens,
+                    source_tokens=job.source_tokens,
+                )
 
-        try:
-            async with asyncio.timeout(deadline):
-                return await run_all([one(i, s) for i, s in enumerate(segments)])
-        except TimeoutError as exc:
-            raise DeadlineExceeded(
-                f"the translation did not finish within the {deadline:g} s deadline and was "
-                "stopped; retry later, send shorter texts, or allow a longer deadline",
-                deadline=deadline,
-            ) from exc
+        done = await run_all([one(i, s) for i, s in enumerate(segments)])
+        return dict(zip(segments, done, strict=True))
 
     @staticmethod
     def _finish(source_text: str, generation: Generation, target: Lang) -> str:
@@ -263,4 +361,4 @@ class Translator:
         return keep_outer_whitespace(source_text, translation)
 
 
-__all__ = ["Limits", "Translation", "Translator", "Usage"]
+__all__ = ["DocumentPlan", "Done", "Limits", "Translation", "Translator", "Usage"]

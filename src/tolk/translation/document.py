@@ -1,0 +1,236 @@
+"""A document as the engine sees it: verbatim markup around units of prose to translate.
+
+Every format (text, markdown, html) parses its input into a `Document`: a sequence of parts
+that are either verbatim source (kept byte for byte), a `Tag` (markup, verbatim but for the
+attribute values it translates), or a reference to a `Unit`. A unit is one piece of prose
+with its inline markup: `Text` runs and `Tag`s (emphasis, links, inline code, inline HTML).
+
+A unit goes to the model as one segment with its inline markup replaced by placeholders,
+XLIFF-style: `<g1>` ... `</g1>` around a paired element's content, `<x2/>` for a standalone
+one (inline code, a line break, an image). So a sentence keeps its context and the model can
+move emphasis where the target language's word order needs it. `restore` checks that every
+placeholder came back exactly once and properly nested, and only then puts the original
+markup back; if a model dropped, doubled or garbled one, the unit falls back to its text runs
+translated one by one (`runs`, `with_runs`), the markup staying exactly where it was. Model
+output always goes through the unit's `escape`, so whatever the model writes (`<`, `&`, `*`,
+`` ` ``, `[`...) is text in the output format, never markup.
+
+Placeholders are parsed by hand (one regular expression): no library knows this protocol,
+and the check must accept exactly the tags tolk wrote, nothing a model invents.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Hashable, Mapping
+from dataclasses import dataclass, field
+from typing import Literal
+
+from tolk.translation.prompts import keep_outer_whitespace
+from tolk.translation.segment import Segmented
+
+Escape = Callable[[str], str]
+TagKind = Literal["open", "close", "atom", "break"]
+
+_PLACEHOLDER = re.compile(r"<(/?)g(\d+)>|<x(\d+)\s*/>")
+
+
+def identity(text: str) -> str:
+    return text
+
+
+def has_words(text: str) -> bool:
+    return any(c.isalpha() for c in text)
+
+
+@dataclass(frozen=True)
+class Text:
+    text: str  # what the model sees (entities and escapes decoded)
+    source: str  # the bytes it came from, kept when it is not translated
+
+
+@dataclass(frozen=True)
+class Slot:
+    """An attribute value inside a tag's source, replaced by the translation of a unit."""
+
+    start: int
+    end: int
+    unit: int
+
+
+@dataclass(frozen=True)
+class Tag:
+    source: str
+    kind: TagKind = "atom"  # "break": a soft line break, shown to the model as a space
+    id: int = 0
+    slots: tuple[Slot, ...] = ()
+
+    def render(self, values: Mapping[int, str]) -> str:
+        if not self.slots:
+            return self.source
+        out, at = [], 0
+        for slot in self.slots:
+            out += [self.source[at : slot.start], '"', values[slot.unit], '"']
+            at = slot.end
+        out.append(self.source[at:])
+        return "".join(out)
+
+
+Piece = Text | Tag
+Rendered = list[str | Tag]  # escaped output text and the tags to render around it
+
+
+@dataclass(frozen=True)
+class Unit:
+    pieces: tuple[Piece, ...]
+    escape: Escape = identity
+    # The unit's structure as its format parses it (markdown); a translation whose
+    # structure differs is refused (see `valid`). None: escaping alone keeps it (html, text).
+    check: Callable[[str], Hashable] | None = None
+
+    def valid(self, rendered: Rendered) -> bool:
+        """Whether a rendered translation parses to the same structure as the source: an
+        underscore delimiter glued to a word, or emphasis around nothing, is not emphasis."""
+        if self.check is None:
+            return True
+        reference = self.with_runs(lambda run: run)
+        return self.check(_flat(rendered)) == self.check(_flat(reference))
+
+    def original(self) -> Rendered:
+        """The unit as it was (kept untranslated when no translation keeps its markup)."""
+        return [p if isinstance(p, Tag) else p.source for p in self.pieces]
+
+    @property
+    def runs(self) -> list[str]:
+        """The unit's text runs with words: what is translated when placeholders fail."""
+        return [p.text for p in self.pieces if isinstance(p, Text) and has_words(p.text)]
+
+    @property
+    def tagged(self) -> bool:
+        return any(isinstance(p, Tag) and p.kind != "break" for p in self.pieces)
+
+    @property
+    def masked(self) -> str | None:
+        """The segment for the model, inline markup as placeholders; None where the text
+        itself looks like a placeholder (then only the runs can be translated safely)."""
+        out = []
+        for piece in self.pieces:
+            if isinstance(piece, Text):
+                if self.tagged and _PLACEHOLDER.search(piece.text):
+                    return None
+                out.append(piece.text)
+            elif piece.kind == "break":
+                out.append(" ")
+            elif piece.kind == "atom":
+                out.append(f"<x{piece.id}/>")
+            else:
+                out.append(f"<{'/' if piece.kind == 'close' else ''}g{piece.id}>")
+        return "".join(out)
+
+    def restore(self, translation: str) -> Rendered | None:
+        """The translation with the original markup in place of its placeholders, or None
+        if any placeholder is missing, repeated, unknown or badly nested."""
+        if not self.tagged:
+            return [self.escape(translation)]
+        tags = {(p.kind, p.id): p for p in self.pieces if isinstance(p, Tag) and p.kind != "break"}
+        out: Rendered = []
+        seen: set[tuple[str, int]] = set()
+        stack: list[int] = []
+        at = 0
+        for match in _PLACEHOLDER.finditer(translation):
+            closing, paired, atom = match.groups()
+            if atom is not None:
+                key: tuple[str, int] = ("atom", int(atom))
+            else:
+                key = ("close" if closing else "open", int(paired))
+            if key not in tags or key in seen:
+                return None
+            if key[0] == "open":
+                stack.append(key[1])
+            elif key[0] == "close" and (not stack or stack.pop() != key[1]):
+                return None
+            seen.add(key)
+            chunk = translation[at : match.start()]
+            if key[0] == "close" and not chunk.strip() and out[-1] is tags[("open", key[1])]:
+                return None  # an element around nothing
+            out += [chunk, tags[key]]
+            at = match.end()
+        if seen != set(tags) or stack:
+            return None
+        out.append(translation[at:])
+        return [self.escape(p) if isinstance(p, str) else p for p in _tight(out)]
+
+    def with_runs(self, translated: Callable[[str], str]) -> Rendered:
+        """The unit with each text run replaced by its own translation, all markup (soft
+        line breaks included) where it was."""
+        out: Rendered = []
+        for piece in self.pieces:
+            if isinstance(piece, Tag):
+                out.append(piece)
+            elif has_words(piece.text) and (translation := translated(piece.text).strip()):
+                out.append(self.escape(keep_outer_whitespace(piece.text, translation)))
+            else:
+                out.append(piece.source)
+        return out
+
+
+def _flat(rendered: Rendered) -> str:
+    return "".join(p if isinstance(p, str) else p.source for p in rendered)
+
+
+def _tight(out: Rendered) -> Rendered:
+    """Whitespace just inside a paired element moved outside it (`<b> x </b>` becomes
+    ` <b>x</b> `): markdown's emphasis does not open before a space or close after one."""
+    out = list(out)
+    for i, piece in enumerate(out):
+        if not isinstance(piece, Tag) or not 0 < i < len(out) - 1:
+            continue
+        before, after = out[i - 1], out[i + 1]
+        if not isinstance(before, str) or not isinstance(after, str):
+            continue
+        # At the unit's edges the space is dropped: the unit's outer whitespace is the
+        # source's (a list item's first line sets its content's indentation).
+        if piece.kind == "open":
+            space = after[: len(after) - len(after.lstrip())]
+            out[i - 1] = before + space if i - 1 > 0 or before.strip() else before
+            out[i + 1] = after[len(space) :]
+        elif piece.kind == "close":
+            space = before[len(before.rstrip()) :]
+            out[i - 1] = before[: len(before) - len(space)]
+            out[i + 1] = space + after if i + 1 < len(out) - 1 or after.strip() else after
+    return out
+
+
+@dataclass(frozen=True)
+class Document:
+    """`parts` in order: verbatim strings, tags, and indices into `units`."""
+
+    parts: tuple[str | Tag | int, ...]
+    units: tuple[Unit, ...]
+    # Units that are attribute values (rendered inside tags, not in `parts`).
+    attributes: frozenset[int] = field(default_factory=frozenset)
+
+    def render(self, outputs: Mapping[int, Rendered]) -> str:
+        """The document with every unit's output (restored or run by run) in its place."""
+        # Attribute units hold text only; their values are needed before tags are rendered.
+        values = {i: "".join(p for p in outputs[i] if isinstance(p, str)) for i in self.attributes}
+
+        def tag_text(piece: str | Tag) -> str:
+            return piece if isinstance(piece, str) else piece.render(values)
+
+        out: list[str] = []
+        for part in self.parts:
+            if isinstance(part, int):
+                out += [tag_text(p) for p in outputs[part]]
+            else:
+                out.append(tag_text(part))
+        return "".join(out)
+
+
+def from_segmented(segmented: Segmented) -> Document:
+    """Plain text: each segment a unit of one text run, gaps verbatim, nothing escaped."""
+    parts: list[str | Tag | int] = [segmented.gaps[0]]
+    for index, gap in enumerate(segmented.gaps[1:]):
+        parts += [index, gap]
+    units = tuple(Unit((Text(s, s),)) for s in segmented.segments)
+    return Document(tuple(parts), units)

@@ -1,0 +1,26 @@
+"""The request's `format`: how a text becomes a Document (see tolk.translation.document)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Literal
+
+from tolk.translation.document import Document, from_segmented
+from tolk.translation.html_format import parse_html
+from tolk.translation.markdown_format import parse_markdown
+from tolk.translation.segment import Segmented
+
+Format = Literal["text", "markdown", "html"]
+FORMATS: tuple[Format, ...] = ("text", "markdown", "html")
+Splitter = Callable[[str], Segmented]  # a text cut into segments (the request's `split`)
+
+
+def parse(fmt: Format, text: str, cut: Splitter) -> Document:
+    """`text` as a document of units: plain text cut by `cut`; markdown and HTML by their
+    parsers, one unit per block of prose (a long one translated run by run, each run cut
+    by `cut`)."""
+    if fmt == "markdown":
+        return parse_markdown(text)
+    if fmt == "html":
+        return parse_html(text)
+    return from_segmented(cut(text))

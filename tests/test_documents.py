@@ -1,0 +1,258 @@
+"""Formats as pure functions: markdown and HTML documents parsed into units, translated (here:
+by whatever text Hypothesis makes up, standing in for a model's output), and put back with
+their markup intact."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Any
+
+import html5lib
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from tolk.translation.document import Document
+from tolk.translation.formats import Format, parse
+from tolk.translation.html_format import escape_text, parse_html
+from tolk.translation.markdown_format import escape_markdown, parse_markdown, structure
+from tolk.translation.prompts import keep_outer_whitespace
+from tolk.translation.segment import segment
+from tolk.translation.service import DocumentPlan, Done
+
+DOCUMENTS = Path(__file__).parent / "data" / "documents"
+README = (DOCUMENTS / "readme.md").read_text(encoding="utf-8")
+PAGE = (DOCUMENTS / "page.html").read_text(encoding="utf-8")
+
+# What a random model writes: markup characters of every format, quotes, non-ASCII.
+NASTY = st.text(alphabet="ab é。 <>&*_`[]|#-+=!\\~\"'/;:0123456789", max_size=24)
+
+
+def cut(text: str) -> Any:
+    return segment(text, "sentences", max_tokens=200)
+
+
+def translate(
+    fmt: Format, text: str, output: Any, *, keep_placeholders: bool
+) -> tuple[str, DocumentPlan]:
+    """Runs a document through the service's plan with `output(segment)` as the model."""
+    plan = DocumentPlan([parse(fmt, text, cut)], cut, lambda masked: True)
+
+    def answer(segment_text: str) -> Done:
+        # keep_placeholders: the model's text between the segment's own placeholders.
+        made = _between_placeholders(segment_text, output) if keep_placeholders else None
+        return Done(finish(segment_text, made or output(segment_text)), 0, 0, 0)
+
+    done = {s: answer(s) for s in plan.first}
+    runs = plan.restore(done)
+    done |= {s: Done(finish(s, output(s)), 0, 0, 0) for s in runs}
+    return plan.render(done)[0], plan
+
+
+def finish(source: str, output: str) -> str:
+    """What the service makes of a model's output (Translator._finish): stripped, with the
+    source's outer whitespace."""
+    return keep_outer_whitespace(source, output.strip())
+
+
+def _between_placeholders(masked: str, output: Any) -> str:
+    parts = re.split(r"(<\/?g\d+>|<x\d+\s*/>)", masked)
+    return "".join(p if i % 2 else output(p) for i, p in enumerate(parts))
+
+
+def element_tree(markup: str) -> list[tuple[str, dict[str, str]]]:
+    """Every element in document order, with its attributes other than translated ones, as
+    html5lib (a spec-compliant parser, not the one tolk uses) builds the tree."""
+    tree = html5lib.parse(markup, namespaceHTMLElements=False)
+    translated = {"alt", "title", "placeholder", "aria-label"}
+    return [
+        (el.tag, {k: v for k, v in el.attrib.items() if k not in translated})
+        for el in tree.iter()
+        if isinstance(el.tag, str)
+    ]
+
+
+def kept_text(markup: str) -> list[str]:
+    """The text of elements tolk must not touch, per html5lib."""
+    tree = html5lib.parse(markup, namespaceHTMLElements=False)
+    out = []
+    for el in tree.iter():
+        kept = el.get("translate") == "no" or "notranslate" in (el.get("class") or "").split()
+        if el.tag in ("script", "style", "code", "pre") or kept:
+            out.append("".join(el.itertext()))
+    return out
+
+
+# -- markdown ---------------------------------------------------------------------------------
+
+
+def test_markdown_units_are_the_prose_with_inline_markup_as_placeholders() -> None:
+    doc = parse_markdown(README)
+    masked = [u.masked for u in doc.units]
+    assert "tolk: a <g1>translation</g1> server" in masked
+    assert "Serve the demo model with <x1/>, then call it:" in masked
+    assert "Read the <g1>configuration guide</g1> and the <x2/>." in masked  # [FAQ]: its label
+    assert "Line with a hard break<x1/>and a second line.<x2/>And a third." in masked
+    assert "<g1>Note:</g1> the demo model's weights are random, so its output is meaningless." in (
+        masked
+    )
+    assert "How texts are cut into <g1>segments</g1>" in masked  # a table cell
+    assert "<g1>A diagram of the request path</g1>" in masked  # an image's alt text
+    joined = "\n".join(m or "" for m in masked)
+    # (The paragraph inside <details> after a blank line is markdown again: translated.)
+    assert "Raw HTML blocks are kept as they are." in masked
+    for verbatim in ("pip install", "curl -s", "title: tolk", "Advanced", "a comment", "|-----"):
+        assert verbatim not in joined, verbatim
+
+
+def test_markdown_echoed_back_is_the_same_document() -> None:
+    out, _ = translate("markdown", README, lambda s: s, keep_placeholders=True)
+    assert structure(out) == structure(README)
+
+
+@settings(max_examples=60, deadline=None)
+@given(data=st.data())
+def test_markdown_keeps_its_structure_whatever_the_model_writes(data: st.DataObject) -> None:
+    keep = data.draw(st.booleans())
+    out, _ = translate(
+        "markdown", README, lambda s: data.draw(NASTY) or "x", keep_placeholders=keep
+    )
+    assert structure(out) == structure(README)
+    for verbatim in (
+        "---\ntitle: tolk\ntags: [translation, vllm]\n---\n",
+        "   ```bash\n   pip install tolk  # needs Python 3.11+\n   ```\n",
+        '       curl -s localhost:8000/translate -d \'{"text": "Hello"}\'\n',
+        '(https://github.com/vllm-project/vllm "vLLM on GitHub")',
+        "<https://tolk.example.org>",
+        "<details>\n<summary>Advanced settings</summary>\n",
+        "<!-- a comment that stays -->",
+        "|--------|:-------:|---------|",
+        "`inline code`",
+        '(docs/path.png "Request path")',
+        '[config]: https://tolk.example.org/config "Configuration"',
+    ):
+        assert verbatim in out, verbatim
+
+
+def test_markdown_escapes_model_output_and_block_markers() -> None:
+    assert escape_markdown("a *b* [c](d) <e> & f | g_h `i` ~j~ !k") == (
+        r"a \*b\* \[c\](d) \<e\> \& f \| g\_h \`i\` \~j\~ \!k"
+    )
+    for leading in ("- item", "+ item", "# title", "1. item", "2) item", "= rule"):
+        out, _ = translate(
+            "markdown", "Some text.\n", lambda s, x=leading: x, keep_placeholders=False
+        )
+        assert structure(out) == structure("Some text.\n"), out
+
+
+def test_a_placeholder_around_nothing_or_glued_delimiters_fall_back_to_runs() -> None:
+    doc = parse_markdown("Say _hello_ now.\n")
+    unit = doc.units[0]
+    assert unit.masked == "Say <g1>hello</g1> now."
+    assert unit.restore("Dites <g1> </g1> maintenant.") is None
+    glued = unit.restore("Dites<g1>bonjour</g1>maintenant.")
+    assert glued is not None
+    assert not unit.valid(glued)  # `_bonjour_maintenant` is no emphasis
+    out, _ = translate(
+        "markdown",
+        "Say _hello_ now.\n",
+        lambda s: "Dites<g1>bonjour</g1>maintenant." if "<g1>" in s else "mot",
+        keep_placeholders=False,
+    )
+    assert out == "mot _mot_ mot\n"
+
+
+# -- placeholders -----------------------------------------------------------------------------
+
+
+def test_restore_accepts_moved_placeholders_and_refuses_broken_ones() -> None:
+    unit = parse_html("<p>The <b>red</b> car and <a href='x'>the <i>road</i></a>.<br></p>").units[0]
+    assert unit.masked == "The <g1>red</g1> car and <g2>the <g3>road</g3></g2>.<x4/>"
+    moved = unit.restore("La voiture <g1>rouge</g1> et <g2>la <g3>route</g3></g2>.<x4/>")
+    assert moved is not None
+    document = Document((0,), (unit,))
+    assert document.render({0: moved}) == (
+        "La voiture <b>rouge</b> et <a href='x'>la <i>route</i></a>.<br>"
+    )
+    for broken in (
+        "La voiture rouge et <g2>la <g3>route</g3></g2>.<x4/>",  # dropped
+        "<g1>La</g1> voiture <g1>rouge</g1> <g2>la <g3>route</g3></g2>.<x4/>",  # doubled
+        "<g1>rouge</g1> <g2>la <g3>route</g2></g3>.<x4/>",  # misnested
+        "<g1>rouge</g1> <g2>la <g3>route</g3></g2>.<x4/><x9/>",  # invented
+        "</g1>rouge<g1> <g2>la <g3>route</g3></g2>.<x4/>",  # closed before opened
+    ):
+        assert unit.restore(broken) is None, broken
+
+
+def test_restored_text_is_escaped_and_spaces_move_outside_elements() -> None:
+    unit = parse_html("<p>a <b>bold</b> word</p>").units[0]
+    restored = unit.restore("x <g1> <bold> & </g1>y")
+    assert restored is not None
+    assert Document((0,), (unit,)).render({0: restored}) == "x  <b>&lt;bold&gt; &amp;</b> y"
+
+
+# -- HTML -------------------------------------------------------------------------------------
+
+
+def test_html_units_attributes_and_kept_elements() -> None:
+    doc = parse_html(PAGE)
+    masked = [u.masked for u in doc.units]
+    attributes = sorted(doc.units[i].masked or "" for i in doc.attributes)
+    assert attributes == ["A cat on a mat", "Search", "The documentation", "Type a word"]
+    assert "Welcome to <g1>tolk</g1>" in masked
+    assert "Two <g1>items</g1>" in masked
+    assert "Malformed <x1/><g2>nesting<x3/> here</g2> and <x4/> a placeholder." in [
+        (m or "").strip() for m in masked
+    ]
+    joined = "\n".join(m or "" for m in masked)
+    for kept in ("color: red", "document.write", "BrandName", "keep   this", "Do not translate"):
+        assert kept not in joined, kept
+
+
+def test_html_echoed_back_is_the_same_page() -> None:
+    out, _ = translate("html", PAGE, lambda s: s, keep_placeholders=True)
+    assert element_tree(out) == element_tree(PAGE)
+
+
+@settings(max_examples=60, deadline=None)
+@given(data=st.data())
+def test_html_keeps_its_element_tree_whatever_the_model_writes(data: st.DataObject) -> None:
+    keep = data.draw(st.booleans())
+    out, _ = translate("html", PAGE, lambda s: data.draw(NASTY) or "x", keep_placeholders=keep)
+    assert element_tree(out) == element_tree(PAGE)
+    assert kept_text(out) == kept_text(PAGE)
+    for verbatim in ('<a href="https://example.com/?a=1&amp;b=2">', "<!-- navigation -->"):
+        assert verbatim in out
+
+
+def test_html_attribute_values_are_escaped() -> None:
+    out, _ = translate(
+        "html",
+        '<img src="a.png" alt="A cat">',
+        lambda s: 'say "hi" & <go>',
+        keep_placeholders=False,
+    )
+    assert out == '<img src="a.png" alt="say &quot;hi&quot; &amp; &lt;go&gt;">'
+    assert escape_text("<&>") == "&lt;&amp;&gt;"
+
+
+@pytest.mark.parametrize(
+    "markup",
+    [
+        "<p>unclosed <b>bold",
+        "</p>stray end tags</div>",
+        "<p a=1 b='2' c=\"3\" d>attrs</p>",
+        "text < not a tag & not an entity",
+        "<scr<script>ipt>x</script>",
+        "<![CDATA[ data ]]><?pi?><!DOCTYPE x>",
+        "<code>never closed",
+        "",
+    ],
+)
+def test_malformed_html_is_handled_as_the_parser_handles_it(markup: str) -> None:
+    doc = parse_html(markup)
+    out = doc.render({i: u.original() for i, u in enumerate(doc.units)})
+    assert out == markup
+    translated, _ = translate("html", markup, lambda s: "<x>&", keep_placeholders=False)
+    assert element_tree(translated) == element_tree(markup)
