@@ -37,7 +37,21 @@ def translate(
     fmt: Format, text: str, output: Any, *, keep_placeholders: bool
 ) -> tuple[str, DocumentPlan]:
     """Runs a document through the service's plan with `output(segment)` as the model."""
-    plan = DocumentPlan([parse(fmt, text, cut)], cut, lambda masked: True)
+    texts, plan = translate_documents([parse(fmt, text, cut)], output, keep_placeholders)
+    return texts[0], plan
+
+
+def translate_parsed(kind: str, text: str, output: Any, *, keep_placeholders: bool = False) -> str:
+    from tolk.translation.files import parser_for
+
+    doc = parser_for(kind)(text, cut)  # type: ignore[arg-type]
+    return translate_documents([doc], output, keep_placeholders)[0][0]
+
+
+def translate_documents(
+    docs: list[Document], output: Any, keep_placeholders: bool
+) -> tuple[list[str], DocumentPlan]:
+    plan = DocumentPlan(docs, cut, lambda masked: True)
 
     def answer(segment_text: str) -> Done:
         # keep_placeholders: the model's text between the segment's own placeholders.
@@ -47,7 +61,7 @@ def translate(
     done = {s: answer(s) for s in plan.first}
     runs = plan.restore(done)
     done |= {s: Done(finish(s, output(s)), 0, 0, 0) for s in runs}
-    return plan.render(done)[0], plan
+    return plan.render(done), plan
 
 
 def finish(source: str, output: str) -> str:
@@ -256,3 +270,105 @@ def test_malformed_html_is_handled_as_the_parser_handles_it(markup: str) -> None
     assert out == markup
     translated, _ = translate("html", markup, lambda s: "<x>&", keep_placeholders=False)
     assert element_tree(translated) == element_tree(markup)
+
+
+# -- subtitles --------------------------------------------------------------------------------
+
+
+def _blocks(subtitles: str) -> list[list[str]]:
+    return [b.splitlines() for b in subtitles.strip().split("\n\n")]
+
+
+@settings(max_examples=40, deadline=None)
+@given(data=st.data())
+def test_subtitles_keep_numbers_timings_and_blocks(data: st.DataObject) -> None:
+    for name, fmt in (("talk.srt", "srt"), ("talk.vtt", "vtt")):
+        source = (DOCUMENTS / name).read_text(encoding="utf-8")
+        keep = data.draw(st.booleans())
+        out = translate_parsed(
+            fmt, source, lambda s: data.draw(NASTY) or "x", keep_placeholders=keep
+        )
+        assert len(_blocks(out)) == len(_blocks(source)), out
+        for before, after in zip(_blocks(source), _blocks(out), strict=True):
+            timing = [line for line in before if "-->" in line]
+            if not timing:
+                assert after == before  # header, NOTE, STYLE, a cue of notes only
+                continue
+            cue_at = before.index(timing[0])
+            assert after[: cue_at + 1] == before[: cue_at + 1]  # identifier and timing
+            assert len(after) == cue_at + 2  # the cue's text: one line
+            assert "-->" not in after[-1]
+
+
+def test_vtt_cue_tags_are_placeholders_and_text_is_escaped() -> None:
+    from tolk.translation.subtitles import parse_vtt
+
+    doc = parse_vtt((DOCUMENTS / "talk.vtt").read_text(encoding="utf-8"))
+    assert [u.masked for u in doc.units] == [
+        "<g1>Welcome to the <g2>talk</g2> & thanks</g1>",
+        "Is it fast? Very fast.",
+    ]
+    out = translate_parsed("vtt", "00:01.000 --> 00:02.000\nHi\n", lambda s: "a<b & c -->")
+    assert out == "00:01.000 --> 00:02.000\na&lt;b &amp; c →\n"
+
+
+# -- docx -------------------------------------------------------------------------------------
+
+
+def make_docx() -> bytes:
+    import io
+
+    import docx
+
+    document = docx.Document()
+    document.add_heading("A report on batching", level=1)
+    para = document.add_paragraph("Continuous batching keeps the GPU ")
+    para.add_run("busy").bold = True
+    para.add_run(" and the ")
+    para.add_run("queue").italic = True
+    para.add_run(" short.")
+    split = document.add_paragraph("Word splits ")
+    split.add_run("runs for ")  # same formatting as the run before: merged
+    split.add_run("spell checking.")
+    table = document.add_table(rows=2, cols=2)
+    for r, row in enumerate(table.rows):
+        for c, cell in enumerate(row.cells):
+            cell.text = f"Cell {r}{c} text"
+    document.add_paragraph("12.5 %")  # nothing to translate
+    document.sections[0].header.paragraphs[0].text = "Confidential draft"
+    out = io.BytesIO()
+    document.save(out)
+    return out.getvalue()
+
+
+def _runs(document: Any) -> list[list[tuple[bool | None, bool | None]]]:
+    return [[(r.bold, r.italic) for r in p.runs if r.text] for p in document.paragraphs]
+
+
+@pytest.mark.parametrize("keep", [True, False])
+def test_docx_paragraphs_translate_with_their_runs_formatting(keep: bool) -> None:
+    import io
+
+    import docx
+
+    from tolk.translation import office
+
+    source = docx.Document(io.BytesIO(make_docx()))
+    before = _runs(source)
+    runs = [office.text_runs(p) for p in office.paragraphs(source)]
+    docs = [office.paragraph_document(r) for r in runs]
+    masked = [u.masked for d in docs for u in d.units]
+    assert "Word splits runs for spell checking." in masked  # merged: one run, no placeholder
+    assert len(masked) == 1 + 1 + 1 + 4 + 1  # heading, 2 paragraphs, 4 cells, header
+    texts, _ = translate_documents(docs, lambda s: "<b>\x00übersetzt", keep)
+    for paragraph_runs, rendered in zip(runs, texts, strict=True):
+        office.apply(paragraph_runs, rendered)
+    out = io.BytesIO()
+    source.save(out)
+    result = docx.Document(io.BytesIO(out.getvalue()))
+    assert _runs(result)[1] == before[1]  # bold and italic runs where they were
+    assert "übersetzt" in result.paragraphs[1].text
+    assert "Continuous" not in result.paragraphs[1].text
+    assert result.paragraphs[3].text == "12.5 %"
+    assert all("übersetzt" in c.text for row in result.tables[0].rows for c in row.cells)
+    assert "übersetzt" in result.sections[0].header.paragraphs[0].text

@@ -354,3 +354,93 @@ async def test_html_comes_back_with_its_element_tree(client: httpx.AsyncClient) 
     assert kept_text(page) == kept_text(PAGE)
     assert element_tree(snippet) == element_tree("<p>Hi <b>there</b></p>")
     assert "Welcome to" not in page
+
+
+async def _post_file(
+    client: httpx.AsyncClient, name: str, content: bytes, **form: str
+) -> httpx.Response:
+    data = {"source_lang": "en", "target_lang": "de", **form}
+    return await client.post("/translate/file", files={"file": (name, content)}, data=data)
+
+
+async def test_files_come_back_translated_with_their_structure(client: httpx.AsyncClient) -> None:
+    import io
+
+    import docx
+
+    from tests.test_documents import DOCUMENTS, PAGE, README, element_tree, make_docx
+    from tolk.translation.markdown_format import structure
+
+    article = "First paragraph. It has two sentences.\n\n- a list item\n- another one\n"
+    text_files = {
+        "notes.txt": article,
+        "README.md": README,
+        "page.html": PAGE,
+        "talk.srt": (DOCUMENTS / "talk.srt").read_text(encoding="utf-8"),
+        "talk.vtt": (DOCUMENTS / "talk.vtt").read_text(encoding="utf-8"),
+    }
+    for name, source in text_files.items():
+        response = await _post_file(client, name, ("\ufeff" + source).encode())
+        assert response.status_code == 200, (name, response.text)
+        assert name in response.headers["content-disposition"]
+        assert int(response.headers["x-tolk-segments"]) >= 1
+        out = response.content.decode("utf-8")
+        assert out.startswith("\ufeff")  # the byte order mark stays
+        out = out[1:]
+        assert out != source
+        if name.endswith(".txt"):
+            shape = [(line[:2] == "- ", not line.strip()) for line in out.splitlines()]
+            assert shape == [(line[:2] == "- ", not line.strip()) for line in source.splitlines()]
+        elif name.endswith(".md"):
+            assert response.headers["content-type"].startswith("text/markdown")
+            assert structure(out) == structure(source)
+        elif name.endswith(".html"):
+            assert element_tree(out) == element_tree(source)
+        else:
+            assert _cue_heads(out) == _cue_heads(source)
+
+    response = await _post_file(client, "report.docx", make_docx())
+    assert response.status_code == 200, response.text
+    assert response.headers["content-type"] == (
+        "application/vnd.openxmlformats-officedocument.wordprocessingml.document"
+    )
+    translated = docx.Document(io.BytesIO(response.content))
+    assert [getattr(p.style, "name", "") for p in translated.paragraphs] == [
+        getattr(p.style, "name", "") for p in docx.Document(io.BytesIO(make_docx())).paragraphs
+    ]
+    assert translated.paragraphs[0].text != "A report on batching"
+    assert [r.bold for r in translated.paragraphs[1].runs if r.text] == [
+        None,
+        True,
+        None,
+        None,
+        None,
+    ]
+
+
+def _cue_heads(subtitles: str) -> list[list[str]]:
+    """Each cue's identifier (if any) and timing line."""
+    from tests.test_documents import _blocks
+
+    heads = []
+    for block in _blocks(subtitles):
+        timing = [i for i, line in enumerate(block) if "-->" in line]
+        if timing:
+            heads.append(block[: timing[0] + 1])
+    return heads
+
+
+async def test_unsupported_and_unreadable_files_are_refused(client: httpx.AsyncClient) -> None:
+    error = assert_error(
+        await _post_file(client, "slides.pptx", b"PK"), 415, "unsupported_file_type"
+    )
+    assert ".docx" in error["message"]
+    assert ".srt" in error["supported"]
+    error = assert_error(await _post_file(client, "notes.txt", b"caf\xe9"), 422, "invalid_request")
+    assert "UTF-8" in error["message"]
+    error = assert_error(
+        await _post_file(client, "broken.docx", b"not a zip"), 422, "invalid_request"
+    )
+    assert "Word document" in error["message"]
+    response = await client.post("/translate/file", data={"source_lang": "en"})
+    error = assert_error(response, 422, "invalid_request")

@@ -147,6 +147,12 @@ class ServerSettings(_Strict):
     max_body_bytes: ByteSize = Field(
         ByteSize(128 << 10), description="Largest request body (DeepL's limit: 128 KiB)."
     )
+    max_file_bytes: ByteSize = Field(
+        ByteSize(10 << 20), description="Largest file sent to /translate/file (DeepL's: 10 MB)."
+    )
+    max_file_chars: int = Field(
+        1_000_000, ge=1, description="Most characters of text in one translated file."
+    )
     shutdown_grace: float = Field(
         20.0, ge=0, description="On SIGTERM, how long in-flight requests may run before 503."
     )

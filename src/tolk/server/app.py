@@ -67,7 +67,12 @@ def create_app(config: TolkConfig) -> FastAPI:
         pool = ModelPool.start(config.models, engine_metrics)
         app.state.pool = pool
         app.state.translator = Translator(
-            pool, Limits(config.server.max_request_chars, config.server.max_texts)
+            pool,
+            Limits(
+                config.server.max_request_chars,
+                config.server.max_texts,
+                config.server.max_file_chars,
+            ),
         )
         background = [
             asyncio.create_task(watch_engines(pool, metrics)),
@@ -106,6 +111,10 @@ def create_app(config: TolkConfig) -> FastAPI:
     install_error_handlers(app)
     app.include_router(router)
     # add_middleware wraps: the last added is outermost.
-    app.add_middleware(BodySizeLimit, max_bytes=int(config.server.max_body_bytes))
+    app.add_middleware(
+        BodySizeLimit,
+        max_bytes=int(config.server.max_body_bytes),
+        per_path={"/translate/file": int(config.server.max_file_bytes)},
+    )
     app.add_middleware(RequestAccounting, metrics=metrics)
     return app

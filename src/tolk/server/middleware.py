@@ -74,18 +74,21 @@ class BodySizeLimit:
     """Refuse bodies over `max_bytes` with 413: by Content-Length before reading anything,
     and for chunked bodies as soon as the running total passes the limit."""
 
-    def __init__(self, app: ASGIApp, max_bytes: int) -> None:
+    def __init__(
+        self, app: ASGIApp, max_bytes: int, per_path: dict[str, int] | None = None
+    ) -> None:
         self.app = app
         self.max_bytes = max_bytes
+        self.per_path = per_path or {}
 
-    def _too_large(self, scope: Scope) -> Any:
+    def _too_large(self, scope: Scope, limit: int) -> Any:
         return error_response(
             413,
             "payload_too_large",
-            f"the request body is larger than this server's limit of {self.max_bytes} bytes; "
-            "send fewer or shorter texts per request",
+            f"the request body is larger than this server's limit of {limit} bytes; "
+            "send fewer or shorter texts (or a smaller file) per request",
             request_id=scope.get("state", {}).get("request_id"),
-            limit=self.max_bytes,
+            limit=limit,
             headers={"Connection": "close"},
         )
 
@@ -93,9 +96,10 @@ class BodySizeLimit:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
+        limit = self.per_path.get(scope.get("path", ""), self.max_bytes)
         declared = _header(scope, b"content-length")
-        if declared is not None and declared.isdigit() and int(declared) > self.max_bytes:
-            await self._too_large(scope)(scope, receive, send)
+        if declared is not None and declared.isdigit() and int(declared) > limit:
+            await self._too_large(scope, limit)(scope, receive, send)
             return
 
         received = 0
@@ -106,8 +110,8 @@ class BodySizeLimit:
             message = await receive()
             if message["type"] == "http.request":
                 received += len(message.get("body", b""))
-                if received > self.max_bytes:
-                    raise _BodyTooLarge(self.max_bytes)
+                if received > limit:
+                    raise _BodyTooLarge(limit)
             return message
 
         async def tracking_send(message: Message) -> None:
@@ -120,7 +124,7 @@ class BodySizeLimit:
             await self.app(scope, limited_receive, tracking_send)
         except _BodyTooLarge:
             if not response_started:
-                await self._too_large(scope)(scope, receive, send)
+                await self._too_large(scope, limit)(scope, receive, send)
 
 
 class _BodyTooLarge(StarletteHTTPException):

@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
-from typing import Annotated
+from collections.abc import Coroutine
+from pathlib import PurePath
+from typing import Annotated, Any, TypeVar
+from urllib.parse import quote
 
-from fastapi import APIRouter, Depends, Header, Query, Request, Response
+from fastapi import APIRouter, Depends, File, Form, Header, Query, Request, Response, UploadFile
 from fastapi.responses import JSONResponse
 from prometheus_client import CONTENT_TYPE_LATEST
+from starlette.datastructures import MutableHeaders
 
 from tolk.engine import ModelPool
 from tolk.errors import ClientDisconnected, Overloaded
@@ -16,6 +20,7 @@ from tolk.server.metrics import ServiceMetrics
 from tolk.server.middleware import CLIENT_CLOSED
 from tolk.server.schemas import (
     ERROR_RESPONSES,
+    ErrorResponse,
     HealthResponse,
     LanguagesResponse,
     ModelLanguages,
@@ -24,7 +29,9 @@ from tolk.server.schemas import (
     TranslateResponse,
     Usage,
 )
-from tolk.translation import Translator
+from tolk.translation import Translation, Translator
+from tolk.translation.files import FILE_TYPES, file_type, translate_file
+from tolk.translation.segment import SplitMode
 
 
 async def _translator(request: Request) -> Translator:
@@ -55,6 +62,11 @@ LifecycleDep = Annotated[Lifecycle, Depends(_lifecycle)]
 MetricsDep = Annotated[ServiceMetrics, Depends(_metrics)]
 
 router = APIRouter()
+T = TypeVar("T")
+RequestTimeout = Annotated[
+    float | None,
+    Header(gt=0, description="Seconds this request may take; capped by the server's own."),
+]
 
 
 @router.post(
@@ -70,36 +82,24 @@ async def translate(
     translator: TranslatorDep,
     lifecycle: LifecycleDep,
     metrics: MetricsDep,
-    x_request_timeout: Annotated[
-        float | None,
-        Header(gt=0, description="Seconds this request may take; capped by the server's own."),
-    ] = None,
+    x_request_timeout: RequestTimeout = None,
 ) -> TranslateResponse | Response:
     lifecycle.refuse_if_draining()
-    limit = request.app.state.config.server.request_timeout
-    deadline = min(limit, x_request_timeout) if x_request_timeout else limit
     texts = [body.text] if isinstance(body.text, str) else body.text
     work = translator.translate(
-        texts, body.source_lang, body.target_lang, body.model, deadline, body.split, body.format
+        texts,
+        body.source_lang,
+        body.target_lang,
+        body.model,
+        _deadline(request, x_request_timeout),
+        body.split,
+        body.format,
     )
-    try:
-        result = await lifecycle.guard(request, work)
-    except Overloaded as exc:
-        metrics.rejections.labels(str(exc.details.get("model", ""))).inc()
-        raise
-    except ClientDisconnected:
+    result = await _guarded(request, lifecycle, metrics, work)
+    if result is None:
         # Nobody is listening; the engine requests have been aborted.
         return Response(status_code=CLIENT_CLOSED)
-    request.state.engine_seconds = result.engine_seconds
-    request.state.model = result.model
-    # W3C Server-Timing: lets a client tell engine time from everything else.
-    response.headers["Server-Timing"] = f"engine;dur={result.engine_seconds * 1000:.3f}"
-    metrics.texts.labels(result.model).inc(len(texts))
-    metrics.characters.labels(result.model).inc(result.usage.characters)
-    pair = f"{result.source.tag}>{result.target.tag}"
-    for source_tokens, output_tokens in result.lengths:
-        metrics.source_tokens.labels(result.model, pair).observe(source_tokens)
-        metrics.output_tokens.labels(result.model, pair).observe(output_tokens)
+    _record(request, response.headers, metrics, result, len(texts))
     usage = result.usage
     return TranslateResponse(
         translation=result.texts[0] if isinstance(body.text, str) else result.texts,
@@ -114,6 +114,93 @@ async def translate(
             characters=usage.characters,
         ),
     )
+
+
+@router.post(
+    "/translate/file",
+    response_class=Response,
+    responses={
+        200: {
+            "content": {t.media_type.split(";")[0]: {} for t in FILE_TYPES.values()},
+            "description": "The translated file: same name, type and structure.",
+        },
+        415: {"model": ErrorResponse, "description": "A file type tolk does not translate"},
+        **ERROR_RESPONSES,
+    },
+    summary="Translate a file: .txt, .md, .html, .srt, .vtt, .docx",
+)
+async def translate_file_route(
+    request: Request,
+    translator: TranslatorDep,
+    lifecycle: LifecycleDep,
+    metrics: MetricsDep,
+    file: Annotated[UploadFile, File(description="The file; its extension gives its type.")],
+    source_lang: Annotated[str, Form(min_length=1, max_length=64)],
+    target_lang: Annotated[str, Form(min_length=1, max_length=64)],
+    model: Annotated[str | None, Form()] = None,
+    split: Annotated[SplitMode, Form(description="As on /translate.")] = "sentences",
+    x_request_timeout: RequestTimeout = None,
+) -> Response:
+    lifecycle.refuse_if_draining()
+    filename = PurePath(file.filename or "").name
+    file_type(filename)  # 415 before the upload is read
+    data = await file.read()
+    work = translate_file(
+        translator,
+        filename,
+        data,
+        source_lang,
+        target_lang,
+        model,
+        _deadline(request, x_request_timeout),
+        split,
+    )
+    result = await _guarded(request, lifecycle, metrics, work)
+    if result is None:
+        return Response(status_code=CLIENT_CLOSED)
+    response = Response(result.content, media_type=result.media_type)
+    response.headers["Content-Disposition"] = f"attachment; filename*=UTF-8''{quote(filename)}"
+    response.headers["X-Tolk-Segments"] = str(result.translation.usage.segments)
+    _record(request, response.headers, metrics, result.translation, 1)
+    return response
+
+
+def _deadline(request: Request, requested: float | None) -> float:
+    limit: float = request.app.state.config.server.request_timeout
+    return min(limit, requested) if requested else limit
+
+
+async def _guarded(
+    request: Request, lifecycle: Lifecycle, metrics: ServiceMetrics, work: Coroutine[Any, Any, T]
+) -> T | None:
+    """The work under the lifecycle's guard (drain, client disconnect); None when the
+    client went away."""
+    try:
+        return await lifecycle.guard(request, work)
+    except Overloaded as exc:
+        metrics.rejections.labels(str(exc.details.get("model", ""))).inc()
+        raise
+    except ClientDisconnected:
+        return None
+
+
+def _record(
+    request: Request,
+    headers: MutableHeaders,
+    metrics: ServiceMetrics,
+    result: Translation,
+    texts: int,
+) -> None:
+    request.state.engine_seconds = result.engine_seconds
+    request.state.model = result.model
+    # W3C Server-Timing: lets a client tell engine time from everything else.
+    headers["Server-Timing"] = f"engine;dur={result.engine_seconds * 1000:.3f}"
+    metrics.texts.labels(result.model).inc(texts)
+    metrics.characters.labels(result.model).inc(result.usage.characters)
+    pair = f"{result.source.tag}>{result.target.tag}"
+    for source_tokens, output_tokens in result.lengths:
+        metrics.source_tokens.labels(result.model, pair).observe(source_tokens)
+        metrics.output_tokens.labels(result.model, pair).observe(output_tokens)
 
 
 @router.get("/languages", response_model=LanguagesResponse, summary="Pairs each model serves")

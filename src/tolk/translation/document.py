@@ -22,7 +22,7 @@ and the check must accept exactly the tags tolk wrote, nothing a model invents.
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Hashable, Mapping
+from collections.abc import Callable, Hashable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Literal
 
@@ -234,3 +234,35 @@ def from_segmented(segmented: Segmented) -> Document:
         parts += [index, gap]
     units = tuple(Unit((Text(s, s),)) for s in segmented.segments)
     return Document(tuple(parts), units)
+
+
+def concat(pieces: Sequence[Document | str]) -> Document:
+    """Documents and verbatim strings one after another, as one document (subtitle cues,
+    each parsed on its own, inside the file's verbatim numbers and timings)."""
+    parts: list[str | Tag | int] = []
+    units: list[Unit] = []
+    attributes: set[int] = set()
+    for piece in pieces:
+        if isinstance(piece, str):
+            parts.append(piece)
+            continue
+        offset = len(units)
+        units += [_shifted_unit(u, offset) for u in piece.units]
+        attributes |= {i + offset for i in piece.attributes}
+        parts += [
+            p + offset if isinstance(p, int) else _shifted(p, offset) if isinstance(p, Tag) else p
+            for p in piece.parts
+        ]
+    return Document(tuple(parts), tuple(units), frozenset(attributes))
+
+
+def _shifted(tag: Tag, offset: int) -> Tag:
+    if not tag.slots:
+        return tag
+    slots = tuple(Slot(s.start, s.end, s.unit + offset) for s in tag.slots)
+    return Tag(tag.source, tag.kind, tag.id, slots)
+
+
+def _shifted_unit(unit: Unit, offset: int) -> Unit:
+    pieces = tuple(_shifted(p, offset) if isinstance(p, Tag) else p for p in unit.pieces)
+    return Unit(pieces, unit.escape, unit.check)

@@ -25,6 +25,7 @@ from typing import Literal
 
 from tolk.translation.document import (
     Document,
+    Escape,
     Piece,
     Slot,
     Tag,
@@ -118,7 +119,8 @@ def _kept(tag: str, attrs: list[tuple[str, str | None]]) -> bool:
 
 
 class _Builder:
-    def __init__(self) -> None:
+    def __init__(self, escape: Escape) -> None:
+        self.escape = escape
         self.parts: list[str | Tag | int] = []
         self.units: list[Unit] = []
         self.attributes: set[int] = set()
@@ -151,7 +153,7 @@ class _Builder:
             tail.insert(0, _source(run.pop()[1]))
         if any(isinstance(p, Text) and has_words(p.text) for _, p in run):
             self.parts.append(len(self.units))
-            self.units.append(Unit(_paired(run), escape_text))
+            self.units.append(Unit(_paired(run), self.escape))
         else:
             self.parts += [p if isinstance(p, Tag) else p.source for _, p in run]
         self.parts += tail
@@ -215,10 +217,11 @@ def _partner(
     raise AssertionError("a closing tag without its opening tag")
 
 
-def parse_html(text: str) -> Document:
+def parse_html(text: str, escape: Escape = escape_text) -> Document:
+    """`text` as a document; `escape` makes model output text (subtitles bring their own)."""
     tokens = _Tokens(text).tokens
     ends = [t[4] for t in tokens[1:]] + [len(text)] * bool(tokens)
-    builder = _Builder()
+    builder = _Builder(escape)
     if tokens and tokens[0][4] > 0:
         builder.parts.append(text[: tokens[0][4]])
     kept: tuple[str, int, int, bool] | None = None  # (tag, depth, start, inside a run)

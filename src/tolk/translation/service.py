@@ -42,6 +42,7 @@ _LINE_BREAKS = re.compile(r"\s*[\n\r\v\f\x1c-\x1e\x85\u2028\u2029]\s*")
 class Limits:
     max_request_chars: int
     max_texts: int
+    max_file_chars: int = 1_000_000
 
 
 @dataclass(frozen=True)
@@ -267,13 +268,41 @@ class Translator:
         split: SplitMode = "sentences",
         fmt: Format = "text",
     ) -> Translation:
+        self._check_limits(texts)
+        return await self.translate_documents(
+            lambda cut: [parse(fmt, t, cut) for t in texts],
+            sum(len(t) for t in texts),
+            source_lang,
+            target_lang,
+            model,
+            deadline,
+            split,
+            whole_units=fmt == "text",
+        )
+
+    async def translate_documents(
+        self,
+        documents: Callable[[Splitter], Sequence[Document]],
+        characters: int,
+        source_lang: str,
+        target_lang: str,
+        model: str | None,
+        deadline: float,
+        split: SplitMode = "sentences",
+        *,
+        whole_units: bool = False,
+    ) -> Translation:
+        """The one path every request takes (texts, markup, files): `documents(cut)` makes
+        the documents once the model (and so its tokenizer) is known; `whole_units`: their
+        units were cut to fit already (plain text), else one over `max_segment_tokens` is
+        translated run by run."""
         source = _parse_lang(source_lang, "source_lang")
         target = _parse_lang(target_lang, "target_lang")
         engine = self.pool.route(source.tag, target.tag, model)
-        self._check_limits(texts)
         engine.check_alive()
-        docs = [parse(fmt, t, self._splitter(engine, split, source)) for t in texts]
-        plan = DocumentPlan(docs, self._splitter(engine, split, source), self._fits(engine, fmt))
+        cut = self._splitter(engine, split, source)
+        docs = documents(cut)
+        plan = DocumentPlan(docs, cut, self._fits(engine, whole_units))
         # Admission is decided for the whole request before any per-segment work.
         with engine.admit(len(plan.first) + len(plan.known_runs)) as window:
             started = time.monotonic()
@@ -293,7 +322,7 @@ class Translator:
             usage=Usage(
                 prompt_tokens=sum(g.prompt_tokens for g in generations),
                 completion_tokens=sum(g.completion_tokens for g in generations),
-                characters=sum(len(t) for t in texts),
+                characters=characters,
                 segments=len(done),
             ),
             engine_seconds=engine_seconds,
@@ -316,11 +345,11 @@ class Translator:
         return cut
 
     @staticmethod
-    def _fits(engine: ModelEngine, fmt: Format) -> Callable[[str], bool]:
+    def _fits(engine: ModelEngine, whole_units: bool) -> Callable[[str], bool]:
         """Whether a unit goes to the model whole: text segments were cut to fit already;
         a markup unit over `max_segment_tokens` is translated run by run instead."""
         limit = engine.settings.max_segment_tokens
-        if fmt == "text":
+        if whole_units:
             return lambda masked: True
         return lambda masked: (
             len(masked.encode()) <= limit

@@ -1,0 +1,167 @@
+"""Files in, the same files out, translated: `POST /translate/file` and `tolk translate`.
+
+The file's type comes from its name's extension. Text formats are decoded as UTF-8 (a byte
+order mark is kept), parsed into documents and translated through the same service as every
+request; a .docx is opened with python-docx and its paragraphs become the documents.
+"""
+
+from __future__ import annotations
+
+import io
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import PurePath
+from typing import Literal
+
+from tolk.errors import InvalidRequest, PayloadTooLarge, TolkError
+from tolk.translation.document import Document
+from tolk.translation.formats import Splitter, parse
+from tolk.translation.segment import SplitMode
+from tolk.translation.service import Translation, Translator
+from tolk.translation.subtitles import parse_srt, parse_vtt
+
+Kind = Literal["text", "markdown", "html", "srt", "vtt", "docx"]
+DOCX = "application/vnd.openxmlformats-officedocument.wordprocessingml.document"
+
+
+@dataclass(frozen=True)
+class FileType:
+    kind: Kind
+    media_type: str
+
+
+FILE_TYPES: dict[str, FileType] = {
+    ".txt": FileType("text", "text/plain; charset=utf-8"),
+    ".md": FileType("markdown", "text/markdown; charset=utf-8"),
+    ".markdown": FileType("markdown", "text/markdown; charset=utf-8"),
+    ".html": FileType("html", "text/html; charset=utf-8"),
+    ".htm": FileType("html", "text/html; charset=utf-8"),
+    ".srt": FileType("srt", "application/x-subrip; charset=utf-8"),
+    ".vtt": FileType("vtt", "text/vtt; charset=utf-8"),
+    ".docx": FileType("docx", DOCX),
+}
+_BOM = "\ufeff"
+
+
+class UnsupportedFileType(TolkError):
+    code = "unsupported_file_type"
+    status = 415
+
+
+def file_type(filename: str) -> FileType:
+    suffix = PurePath(filename).suffix.lower()
+    if suffix not in FILE_TYPES:
+        raise UnsupportedFileType(
+            f"cannot translate '{filename}': tolk translates {', '.join(FILE_TYPES)} files",
+            supported=list(FILE_TYPES),
+        )
+    return FILE_TYPES[suffix]
+
+
+@dataclass(frozen=True)
+class TranslatedFile:
+    content: bytes
+    media_type: str
+    translation: Translation
+
+
+async def translate_file(
+    translator: Translator,
+    filename: str,
+    data: bytes,
+    source_lang: str,
+    target_lang: str,
+    model: str | None,
+    deadline: float,
+    split: SplitMode = "sentences",
+) -> TranslatedFile:
+    kind = file_type(filename)
+    if kind.kind == "docx":
+        return await _translate_docx(
+            translator, filename, data, source_lang, target_lang, model, deadline, split
+        )
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise InvalidRequest(
+            f"'{filename}' is not UTF-8 text (byte {exc.start}); save it as UTF-8 and retry",
+            field="file",
+        ) from exc
+    bom = _BOM if text.startswith(_BOM) else ""
+    text = text.removeprefix(bom)
+    _check_characters(translator, len(text))
+    parser = parser_for(kind.kind)
+    translation = await translator.translate_documents(
+        lambda cut: [parser(text, cut)],
+        len(text),
+        source_lang,
+        target_lang,
+        model,
+        deadline,
+        split,
+        whole_units=kind.kind == "text",
+    )
+    content = (bom + translation.texts[0]).encode("utf-8")
+    return TranslatedFile(content, kind.media_type, translation)
+
+
+def parser_for(kind: Kind) -> Callable[[str, Splitter], Document]:
+    if kind == "srt":
+        return lambda text, cut: parse_srt(text)
+    if kind == "vtt":
+        return lambda text, cut: parse_vtt(text)
+    if kind in ("text", "markdown", "html"):
+        return lambda text, cut: parse(kind, text, cut)
+    raise AssertionError(kind)
+
+
+def _check_characters(translator: Translator, characters: int) -> None:
+    limit = translator.limits.max_file_chars
+    if characters > limit:
+        raise PayloadTooLarge(
+            f"the file has {characters} characters of text; at most {limit} are accepted per "
+            "file, split it into smaller files",
+            field="file",
+            limit=limit,
+        )
+
+
+async def _translate_docx(
+    translator: Translator,
+    filename: str,
+    data: bytes,
+    source_lang: str,
+    target_lang: str,
+    model: str | None,
+    deadline: float,
+    split: SplitMode,
+) -> TranslatedFile:
+    import docx
+
+    from tolk.translation import office
+
+    try:
+        document = docx.Document(io.BytesIO(data))
+    except Exception as exc:  # python-docx raises zipfile, lxml and KeyError alike
+        raise InvalidRequest(
+            f"'{filename}' could not be read as a Word document ({type(exc).__name__}); "
+            "check that it is a .docx (not .doc) and not damaged",
+            field="file",
+        ) from exc
+    runs = [office.text_runs(p) for p in office.paragraphs(document)]
+    docs: Sequence[Document] = [office.paragraph_document(r) for r in runs]
+    _check_characters(translator, sum(len(r.text) for rs in runs for r in rs))
+    translation = await translator.translate_documents(
+        lambda cut: docs,
+        sum(len(r.text) for rs in runs for r in rs),
+        source_lang,
+        target_lang,
+        model,
+        deadline,
+        split,
+    )
+    for paragraph_runs, rendered in zip(runs, translation.texts, strict=True):
+        office.apply(paragraph_runs, rendered)
+    out = io.BytesIO()
+    document.save(out)
+    return TranslatedFile(out.getvalue(), DOCX, translation)
