@@ -27,9 +27,9 @@ def texts(test_model: Path) -> TextMaker:
 # The main server: one model, max_num_seqs 16, up to 24 waiting, small limits to test.
 MAIN_LIMITS = {
     "request_timeout": 60,
-    "max_request_chars": 40_000,
+    "max_request_chars": 120_000,
     "max_texts": 64,
-    "max_body_bytes": 65536,
+    "max_body_bytes": 262_144,
     "shutdown_grace": 5,
 }
 

@@ -147,13 +147,13 @@ async def test_unknown_model(client: httpx.AsyncClient) -> None:
 
 
 async def test_too_much_text_is_413(client: httpx.AsyncClient) -> None:
-    # 45,000 characters in two texts; the limit is 40,000 per request, whatever the split.
-    texts = ["word " * 4500, "word " * 4500]
+    # 125,000 characters in two texts; the limit is 120,000 per request, whatever the split.
+    texts = ["word " * 12_500, "word " * 12_500]
     response = await client.post(
         "/translate", json={"text": texts, "source_lang": "en", "target_lang": "de"}
     )
     error = assert_error(response, 413, "payload_too_large")
-    assert error["limit"] == 40_000
+    assert error["limit"] == 120_000
 
     response = await client.post(
         "/translate", json={"text": ["a"] * 65, "source_lang": "en", "target_lang": "de"}
@@ -163,15 +163,15 @@ async def test_too_much_text_is_413(client: httpx.AsyncClient) -> None:
 
 
 async def test_oversized_body_refused_before_it_is_read(client: httpx.AsyncClient) -> None:
-    body = b'{"text": "' + b"a" * 70_000 + b'", "source_lang": "en", "target_lang": "de"}'
+    body = b'{"text": "' + b"a" * 270_000 + b'", "source_lang": "en", "target_lang": "de"}'
     response = await client.post(
         "/translate", content=body, headers={"content-type": "application/json"}
     )
     error = assert_error(response, 413, "payload_too_large")
-    assert error["limit"] == 65536
+    assert error["limit"] == 262_144
 
     async def chunked() -> AsyncIterator[bytes]:  # no Content-Length: counted as it streams
-        for _ in range(20):
+        for _ in range(40):
             yield b"a" * 8192
 
     response = await client.post(
@@ -282,6 +282,36 @@ async def test_a_whole_article_comes_back_with_its_structure(client: httpx.Async
         for marker in ("- ", "* ", "> ", "# ", "## ", "### "):
             if source_line.lstrip().startswith(marker):
                 assert line.lstrip().startswith(marker), (source_line, line)
+
+
+async def test_a_100_kb_text_comes_back_with_its_paragraph_structure(
+    client: httpx.AsyncClient,
+) -> None:
+    # The four case-study articles (English and Nepali), each copy under its own heading,
+    # to 100 KB; repeated segments are translated once, the rest side by side.
+    from importlib import resources
+
+    folder = resources.files("tolk") / "data" / "case_study"
+    articles = [
+        (folder / f"{part}.{lang}.txt").read_text(encoding="utf-8")
+        for part in ("part1", "part2")
+        for lang in ("en", "ne")
+    ]
+    copies = []
+    while sum(len(c.encode()) for c in copies) < 100_000:
+        copies.append(f"# Copy {len(copies) + 1}\n\n{articles[len(copies) % 4]}")
+    text = "\n\n".join(copies)
+    assert len(text.encode()) >= 100_000
+    response = await client.post(
+        "/translate", json={"text": text, "source_lang": "en", "target_lang": "de"}
+    )
+    assert response.status_code == 200, response.text
+    translation: str = response.json()["translation"]
+    assert [bool(p.strip()) for p in translation.split("\n\n")] == [
+        bool(p.strip()) for p in text.split("\n\n")
+    ]
+    assert translation.count("\n") == text.count("\n")
+    assert all("# " in line for line in translation.splitlines() if line.startswith("#"))
 
 
 async def test_identical_segments_are_translated_once(client: httpx.AsyncClient) -> None:
