@@ -297,7 +297,7 @@ async def test_a_100_kb_text_comes_back_with_its_paragraph_structure(
         for part in ("part1", "part2")
         for lang in ("en", "ne")
     ]
-    copies = []
+    copies: list[str] = []
     while sum(len(c.encode()) for c in copies) < 100_000:
         copies.append(f"# Copy {len(copies) + 1}\n\n{articles[len(copies) % 4]}")
     text = "\n\n".join(copies)

@@ -101,3 +101,69 @@ async def test_a_list_larger_than_capacity_goes_through_a_window(
     assert len(response.json()["translation"]) == 41
     assert response.json()["usage"]["segments"] == len(set(many))
     assert await engine_idle(client)
+
+
+def _sse(lines: list[str]) -> list[tuple[str, dict[str, object]]]:
+    """Server-Sent Events from the stream's lines: (event name, JSON data)."""
+    import json
+
+    events, name = [], ""
+    for line in lines:
+        if line.startswith("event: "):
+            name = line[len("event: ") :]
+        elif line.startswith("data: "):
+            events.append((name, json.loads(line[len("data: ") :])))
+    return events
+
+
+async def test_streaming_sends_each_segment_as_it_finishes_then_the_result(
+    client: httpx.AsyncClient,
+) -> None:
+    text = "\n".join(f"Line {n} of the text, with words to translate." for n in range(12))
+    body = {"text": text, "source_lang": "en", "target_lang": "de", "stream": True}
+    lines: list[str] = []
+    async with client.stream("POST", "/translate", json=body) as response:
+        assert response.status_code == 200
+        assert response.headers["content-type"].startswith("text/event-stream")
+        async for line in response.aiter_lines():
+            lines.append(line)
+    events = _sse(lines)
+    names = [name for name, _ in events]
+    assert names == ["segment"] * 12 + ["done"]
+    segments = [data for _, data in events[:-1]]
+    assert sorted(int(str(s["index"])) for s in segments) == list(range(12))
+    done = events[-1][1]
+    translation = str(done["translation"])
+    usage = done["usage"]
+    assert isinstance(usage, dict)
+    assert usage["segments"] == 12
+    assert translation.split("\n") == [
+        str(s["translation"]) for s in sorted(segments, key=lambda s: int(str(s["index"])))
+    ]
+
+
+async def test_streaming_errors_before_the_first_segment_are_plain_errors(
+    client: httpx.AsyncClient,
+) -> None:
+    body = {"text": "Hello.", "source_lang": "en", "target_lang": "xx-nope", "stream": True}
+    response = await client.post("/translate", json=body)
+    assert_error(response, 400, "invalid_language")
+
+
+async def test_a_stream_whose_client_leaves_stops_generating(
+    main_server: ServerProcess, client: httpx.AsyncClient, texts: TextMaker
+) -> None:
+    await wait_until(lambda: engine_idle(client), within=60)
+    # Many long segments: far more work than the first event takes.
+    text = "\n".join(texts.text(200) for _ in range(40))
+    body = {"text": text, "source_lang": "en", "target_lang": "de", "stream": True}
+    async with (
+        httpx.AsyncClient(base_url=main_server.url, timeout=60) as leaving,
+        leaving.stream("POST", "/translate", json=body) as response,
+    ):
+        assert response.status_code == 200
+        async for line in response.aiter_lines():
+            if line.startswith("event: segment"):
+                break  # one segment in: the client goes away
+    freed_after = await wait_until(lambda: engine_idle(client), within=5)
+    assert freed_after < 1.0

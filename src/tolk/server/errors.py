@@ -47,6 +47,15 @@ def error_response(
     return JSONResponse({"error": body}, status_code=status, headers=all_headers)
 
 
+def error_body(exc: TolkError, request_id: str | None) -> dict[str, Any]:
+    """The error shape as data (for a stream's `error` event), with the HTTP status it
+    would have had."""
+    body: dict[str, Any] = {"code": exc.code, "message": exc.message, **exc.details}
+    if request_id:
+        body["request_id"] = request_id
+    return {"error": {**body, "status": exc.status}}
+
+
 def request_id_of(request: Request) -> str | None:
     return getattr(request.state, "request_id", None)
 

@@ -2,19 +2,21 @@
 
 from __future__ import annotations
 
-from collections.abc import Coroutine
+import asyncio
+import json
+from collections.abc import AsyncIterator, Coroutine
 from pathlib import PurePath
 from typing import Annotated, Any, TypeVar
 from urllib.parse import quote
 
 from fastapi import APIRouter, Depends, File, Form, Header, Query, Request, Response, UploadFile
-from fastapi.responses import JSONResponse
+from fastapi.responses import JSONResponse, StreamingResponse
 from prometheus_client import CONTENT_TYPE_LATEST
 from starlette.datastructures import MutableHeaders
 
 from tolk.engine import ModelPool
-from tolk.errors import ClientDisconnected, Overloaded
-from tolk.server.errors import error_response, request_id_of
+from tolk.errors import ClientDisconnected, Overloaded, TolkError
+from tolk.server.errors import error_body, error_response, request_id_of
 from tolk.server.lifecycle import Lifecycle
 from tolk.server.metrics import ServiceMetrics
 from tolk.server.middleware import CLIENT_CLOSED
@@ -86,12 +88,15 @@ async def translate(
 ) -> TranslateResponse | Response:
     lifecycle.refuse_if_draining()
     texts = [body.text] if isinstance(body.text, str) else body.text
+    deadline = _deadline(request, x_request_timeout)
+    if body.stream:
+        return await _stream(body, texts, deadline, request, translator, lifecycle, metrics)
     work = translator.translate(
         texts,
         body.source_lang,
         body.target_lang,
         body.model,
-        _deadline(request, x_request_timeout),
+        deadline,
         body.split,
         body.format,
     )
@@ -100,6 +105,10 @@ async def translate(
         # Nobody is listening; the engine requests have been aborted.
         return Response(status_code=CLIENT_CLOSED)
     _record(request, response.headers, metrics, result, len(texts))
+    return _response(body, result)
+
+
+def _response(body: TranslateRequest, result: Translation) -> TranslateResponse:
     usage = result.usage
     return TranslateResponse(
         translation=result.texts[0] if isinstance(body.text, str) else result.texts,
@@ -113,6 +122,73 @@ async def translate(
             segments=usage.segments,
             characters=usage.characters,
         ),
+    )
+
+
+async def _stream(
+    body: TranslateRequest,
+    texts: list[str],
+    deadline: float,
+    request: Request,
+    translator: Translator,
+    lifecycle: Lifecycle,
+    metrics: ServiceMetrics,
+) -> Response:
+    """`stream: true`: Server-Sent Events. Failures before the first segment (validation,
+    limits, admission) are ordinary error responses; later ones an `error` event."""
+    events: asyncio.Queue[tuple[str, Any]] = asyncio.Queue()
+
+    def on_segment(index: int, text: str, translation: str) -> None:
+        events.put_nowait(("segment", {"index": index, "text": text, "translation": translation}))
+
+    async def produce() -> None:
+        work = translator.translate(
+            texts,
+            body.source_lang,
+            body.target_lang,
+            body.model,
+            deadline,
+            body.split,
+            body.format,
+            on_segment=on_segment,
+        )
+        try:
+            result = await _guarded(request, lifecycle, metrics, work)
+        except TolkError as exc:
+            events.put_nowait(("error", exc))
+            return
+        if result is None:
+            events.put_nowait(("gone", None))
+            return
+        _record(request, MutableHeaders(), metrics, result, len(texts))
+        events.put_nowait(("done", _response(body, result).model_dump()))
+
+    producer = asyncio.create_task(produce())
+    kind, first = await events.get()
+    if kind == "error":
+        raise first
+    if kind == "gone":
+        return Response(status_code=CLIENT_CLOSED)
+
+    async def send() -> AsyncIterator[str]:
+        try:
+            item: tuple[str, Any] = (kind, first)
+            while True:
+                name, data = item
+                if name == "gone":
+                    return
+                if name == "error":
+                    data = error_body(data, request_id_of(request))
+                yield f"event: {name}\ndata: {json.dumps(data, ensure_ascii=False)}\n\n"
+                if name in ("done", "error"):
+                    return
+                item = await events.get()
+        finally:
+            # The client went away (or the stream ended): nothing may keep generating.
+            producer.cancel()
+
+    return StreamingResponse(
+        send(), media_type="text/event-stream", headers={"Cache-Control": "no-cache"}
     )
 
 

@@ -43,6 +43,12 @@ class TranslateRequest(BaseModel):
         "(each line; a long line at sentence boundaries), 'paragraphs' (blank-line "
         "separated; list items apart), 'none' (each text whole).",
     )
+    stream: bool = Field(
+        False,
+        description="Answer with Server-Sent Events: a `segment` event per finished segment "
+        "({index, text, translation}) as they finish, then `done` with this endpoint's usual "
+        "response (or `error` with the error shape). A client that disconnects stops the rest.",
+    )
     format: Format = Field(
         "text",
         description="'text' (nothing interpreted), 'markdown' (CommonMark with GFM tables: "

@@ -35,6 +35,8 @@ from tolk.translation.prompts import (
 from tolk.translation.segment import Segmented, SplitMode, segment
 
 T = TypeVar("T")
+# Called as each segment finishes: (its number in the request, its text, its translation).
+OnSegment = Callable[[int, str, str], None]
 _LINE_BREAKS = re.compile(r"\s*[\n\r\v\f\x1c-\x1e\x85\u2028\u2029]\s*")
 
 
@@ -267,6 +269,7 @@ class Translator:
         deadline: float,
         split: SplitMode = "sentences",
         fmt: Format = "text",
+        on_segment: OnSegment | None = None,
     ) -> Translation:
         self._check_limits(texts)
         return await self.translate_documents(
@@ -278,6 +281,7 @@ class Translator:
             deadline,
             split,
             whole_units=fmt == "text",
+            on_segment=on_segment,
         )
 
     async def translate_documents(
@@ -291,6 +295,7 @@ class Translator:
         split: SplitMode = "sentences",
         *,
         whole_units: bool = False,
+        on_segment: OnSegment | None = None,
     ) -> Translation:
         """The one path every request takes (texts, markup, files): `documents(cut)` makes
         the documents once the model (and so its tokenizer) is known; `whole_units`: their
@@ -308,10 +313,14 @@ class Translator:
             started = time.monotonic()
             slots = asyncio.Semaphore(window)
             async with _deadline(deadline):
-                done = await self._generate_all(engine, plan.first, source, target, slots)
+                done = await self._generate_all(
+                    engine, plan.first, source, target, slots, on_segment, 0
+                )
                 runs = plan.restore(done)
                 # Units whose placeholders did not come back: their text runs, one by one.
-                done |= await self._generate_all(engine, runs, source, target, slots)
+                done |= await self._generate_all(
+                    engine, runs, source, target, slots, on_segment, len(done)
+                )
         engine_seconds = time.monotonic() - started
         generations = list(done.values())
         return Translation(
@@ -363,6 +372,8 @@ class Translator:
         source: Lang,
         target: Lang,
         slots: asyncio.Semaphore,
+        on_segment: OnSegment | None = None,
+        numbered_from: int = 0,
     ) -> dict[str, Done]:
         """Every segment through the engine, at most `slots` at a time; each one's prompt
         is built when its turn comes, so a long document does not hold the event loop."""
@@ -371,12 +382,15 @@ class Translator:
             async with slots:
                 job = self._job(engine, index, text, source, target)
                 generation = await engine.generate(job.prompt_ids, job.max_tokens)
-                return Done(
+                finished = Done(
                     text=self._finish(text, generation, target),
                     prompt_tokens=generation.prompt_tokens,
                     completion_tokens=generation.completion_tokens,
                     source_tokens=job.source_tokens,
                 )
+                if on_segment is not None:
+                    on_segment(numbered_from + index, text, finished.text)
+                return finished
 
         done = await run_all([one(i, s) for i, s in enumerate(segments)])
         return dict(zip(segments, done, strict=True))
