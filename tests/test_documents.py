@@ -41,11 +41,10 @@ def translate(
     return texts[0], plan
 
 
-def translate_parsed(kind: str, text: str, output: Any, *, keep_placeholders: bool = False) -> str:
-    from tolk.translation.files import parser_for
-
-    doc = parser_for(kind)(text, cut)  # type: ignore[arg-type]
-    return translate_documents([doc], output, keep_placeholders)[0][0]
+def translate_parsed(
+    kind: Format, text: str, output: Any, *, keep_placeholders: bool = False
+) -> str:
+    return translate_documents([parse(kind, text, cut)], output, keep_placeholders)[0][0]
 
 
 def translate_documents(
@@ -282,7 +281,8 @@ def _blocks(subtitles: str) -> list[list[str]]:
 @settings(max_examples=40, deadline=None)
 @given(data=st.data())
 def test_subtitles_keep_numbers_timings_and_blocks(data: st.DataObject) -> None:
-    for name, fmt in (("talk.srt", "srt"), ("talk.vtt", "vtt")):
+    formats: tuple[tuple[str, Format], ...] = (("talk.srt", "srt"), ("talk.vtt", "vtt"))
+    for name, fmt in formats:
         source = (DOCUMENTS / name).read_text(encoding="utf-8")
         keep = data.draw(st.booleans())
         out = translate_parsed(
@@ -296,8 +296,8 @@ def test_subtitles_keep_numbers_timings_and_blocks(data: st.DataObject) -> None:
                 continue
             cue_at = before.index(timing[0])
             assert after[: cue_at + 1] == before[: cue_at + 1]  # identifier and timing
-            assert len(after) == cue_at + 2  # the cue's text: one line
-            assert "-->" not in after[-1]
+            assert len(after) > cue_at + 1  # the cue still has text
+            assert not any("-->" in line for line in after[cue_at + 1 :])
 
 
 def test_vtt_cue_tags_are_placeholders_and_text_is_escaped() -> None:

@@ -1,5 +1,5 @@
-"""Command-line entry points: `tolk serve`, `tolk make-test-model`, `tolk bench`, `tolk tune`,
-`tolk proxy`."""
+"""Command-line entry points: `tolk serve`, `tolk translate`, `tolk make-test-model`,
+`tolk bench`, `tolk tune`, `tolk proxy`."""
 
 from __future__ import annotations
 
@@ -24,9 +24,11 @@ app = typer.Typer(
 def _add_subcommands() -> None:
     from tolk.bench.cli import app as bench_app
     from tolk.proxy.cli import proxy_command
+    from tolk.translate_cli import translate_command
     from tolk.tune.cli import tune_command
 
     app.add_typer(bench_app, name="bench")
+    app.command("translate")(translate_command)
     app.command("tune")(tune_command)
     app.command("proxy")(proxy_command)
 

@@ -99,13 +99,20 @@ class LocalServer:
 
 def start_tolk(config: TolkConfig, model: ModelSettings, workdir: Path, name: str) -> LocalServer:
     """`tolk serve` with `config`'s server settings and just `model`, on a free loopback port."""
+    return start_server(config.model_copy(update={"models": (model,)}), workdir, name)
+
+
+def start_server(
+    config: TolkConfig, workdir: Path, name: str, ready_timeout: float = 300
+) -> LocalServer:
+    """`tolk serve` with `config` on a free loopback port."""
     workdir = workdir.resolve()  # the server runs in workdir: every path it gets is absolute
     port = free_port()
-    derived = {
-        "server": {**config.server.model_dump(mode="json"), "host": "127.0.0.1", "port": port},
-        "models": [model.model_dump(mode="json")],
-    }
+    derived = config.model_dump(mode="json")
+    derived["server"] |= {"host": "127.0.0.1", "port": port}
     config_path = workdir / f"{name}.yaml"
     config_path.write_text(yaml.safe_dump(derived))
     command = [sys.executable, "-m", "tolk", "serve", "--config", str(config_path)]
-    return LocalServer.start(command, port, workdir / f"{name}.log", cwd=workdir)
+    return LocalServer.start(
+        command, port, workdir / f"{name}.log", cwd=workdir, ready_timeout=ready_timeout
+    )

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 from collections.abc import AsyncIterator, Coroutine
 from pathlib import PurePath
@@ -34,6 +35,7 @@ from tolk.server.schemas import (
 from tolk.translation import Translation, Translator
 from tolk.translation.files import FILE_TYPES, file_type, translate_file
 from tolk.translation.segment import SplitMode
+from tolk.translation.service import SegmentDone
 
 
 async def _translator(request: Request) -> Translator:
@@ -138,8 +140,8 @@ async def _stream(
     limits, admission) are ordinary error responses; later ones an `error` event."""
     events: asyncio.Queue[tuple[str, Any]] = asyncio.Queue()
 
-    def on_segment(index: int, text: str, translation: str) -> None:
-        events.put_nowait(("segment", {"index": index, "text": text, "translation": translation}))
+    def on_segment(segment: SegmentDone) -> None:
+        events.put_nowait(("segment", dataclasses.asdict(segment)))
 
     async def produce() -> None:
         work = translator.translate(

@@ -46,8 +46,9 @@ class TranslateRequest(BaseModel):
     stream: bool = Field(
         False,
         description="Answer with Server-Sent Events: a `segment` event per finished segment "
-        "({index, text, translation}) as they finish, then `done` with this endpoint's usual "
-        "response (or `error` with the error shape). A client that disconnects stops the rest.",
+        "({index, text, translation, done, planned, in_flight}) as they finish, then `done` "
+        "with this endpoint's usual response (or `error` with the error shape). A client "
+        "that disconnects stops the rest.",
     )
     format: Format = Field(
         "text",

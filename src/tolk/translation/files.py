@@ -8,19 +8,18 @@ request; a .docx is opened with python-docx and its paragraphs become the docume
 from __future__ import annotations
 
 import io
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import PurePath
 from typing import Literal
 
 from tolk.errors import InvalidRequest, PayloadTooLarge, TolkError
 from tolk.translation.document import Document
-from tolk.translation.formats import Splitter, parse
+from tolk.translation.formats import Format, parse
 from tolk.translation.segment import SplitMode
 from tolk.translation.service import Translation, Translator
-from tolk.translation.subtitles import parse_srt, parse_vtt
 
-Kind = Literal["text", "markdown", "html", "srt", "vtt", "docx"]
+Kind = Format | Literal["docx"]
 DOCX = "application/vnd.openxmlformats-officedocument.wordprocessingml.document"
 
 
@@ -90,9 +89,9 @@ async def translate_file(
     bom = _BOM if text.startswith(_BOM) else ""
     text = text.removeprefix(bom)
     _check_characters(translator, len(text))
-    parser = parser_for(kind.kind)
+    fmt = kind.kind
     translation = await translator.translate_documents(
-        lambda cut: [parser(text, cut)],
+        lambda cut: [parse(fmt, text, cut)],
         len(text),
         source_lang,
         target_lang,
@@ -103,16 +102,6 @@ async def translate_file(
     )
     content = (bom + translation.texts[0]).encode("utf-8")
     return TranslatedFile(content, kind.media_type, translation)
-
-
-def parser_for(kind: Kind) -> Callable[[str, Splitter], Document]:
-    if kind == "srt":
-        return lambda text, cut: parse_srt(text)
-    if kind == "vtt":
-        return lambda text, cut: parse_vtt(text)
-    if kind in ("text", "markdown", "html"):
-        return lambda text, cut: parse(kind, text, cut)
-    raise AssertionError(kind)
 
 
 def _check_characters(translator: Translator, characters: int) -> None:

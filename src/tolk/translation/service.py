@@ -35,8 +35,30 @@ from tolk.translation.prompts import (
 from tolk.translation.segment import Segmented, SplitMode, segment
 
 T = TypeVar("T")
-# Called as each segment finishes: (its number in the request, its text, its translation).
-OnSegment = Callable[[int, str, str], None]
+
+
+@dataclass(frozen=True)
+class SegmentDone:
+    """A finished segment, and where the request stands (for progress reports)."""
+
+    index: int  # its number in the request (in the order segments were submitted)
+    text: str
+    translation: str
+    done: int  # segments finished so far, this one included
+    planned: int  # segments known so far (units falling back to their runs add more)
+    in_flight: int  # segments of this request in the engine now
+
+
+OnSegment = Callable[[SegmentDone], None]
+
+
+@dataclass
+class _Progress:
+    planned: int
+    done: int = 0
+    in_flight: int = 0
+
+
 _LINE_BREAKS = re.compile(r"\s*[\n\r\v\f\x1c-\x1e\x85\u2028\u2029]\s*")
 
 
@@ -313,13 +335,15 @@ class Translator:
             started = time.monotonic()
             slots = asyncio.Semaphore(window)
             async with _deadline(deadline):
+                progress = _Progress(len(plan.first) + len(plan.known_runs))
                 done = await self._generate_all(
-                    engine, plan.first, source, target, slots, on_segment, 0
+                    engine, plan.first, source, target, slots, on_segment, progress
                 )
                 runs = plan.restore(done)
                 # Units whose placeholders did not come back: their text runs, one by one.
+                progress.planned = max(progress.planned, len(done) + len(runs))
                 done |= await self._generate_all(
-                    engine, runs, source, target, slots, on_segment, len(done)
+                    engine, runs, source, target, slots, on_segment, progress
                 )
         engine_seconds = time.monotonic() - started
         generations = list(done.values())
@@ -372,16 +396,23 @@ class Translator:
         source: Lang,
         target: Lang,
         slots: asyncio.Semaphore,
-        on_segment: OnSegment | None = None,
-        numbered_from: int = 0,
+        on_segment: OnSegment | None,
+        progress: _Progress,
     ) -> dict[str, Done]:
         """Every segment through the engine, at most `slots` at a time; each one's prompt
         is built when its turn comes, so a long document does not hold the event loop."""
 
+        numbered_from = progress.done
+
         async def one(index: int, text: str) -> Done:
             async with slots:
                 job = self._job(engine, index, text, source, target)
-                generation = await engine.generate(job.prompt_ids, job.max_tokens)
+                progress.in_flight += 1
+                try:
+                    generation = await engine.generate(job.prompt_ids, job.max_tokens)
+                finally:
+                    progress.in_flight -= 1
+                progress.done += 1
                 finished = Done(
                     text=self._finish(text, generation, target),
                     prompt_tokens=generation.prompt_tokens,
@@ -389,7 +420,16 @@ class Translator:
                     source_tokens=job.source_tokens,
                 )
                 if on_segment is not None:
-                    on_segment(numbered_from + index, text, finished.text)
+                    on_segment(
+                        SegmentDone(
+                            numbered_from + index,
+                            text,
+                            finished.text,
+                            progress.done,
+                            progress.planned,
+                            progress.in_flight,
+                        )
+                    )
                 return finished
 
         done = await run_all([one(i, s) for i, s in enumerate(segments)])
@@ -404,4 +444,12 @@ class Translator:
         return keep_outer_whitespace(source_text, translation)
 
 
-__all__ = ["DocumentPlan", "Done", "Limits", "Translation", "Translator", "Usage"]
+__all__ = [
+    "DocumentPlan",
+    "Done",
+    "Limits",
+    "SegmentDone",
+    "Translation",
+    "Translator",
+    "Usage",
+]

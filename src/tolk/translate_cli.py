@@ -1,0 +1,229 @@
+"""`tolk translate FILE... --to de`: files translated through a tolk server, written beside
+them (`report.de.docx`) or into `--out-dir`.
+
+Against a running server (`--url`) or one started for the run from a config (`--config`,
+stopped afterwards). Text formats go to /translate with `stream: true`, so each file's bar
+moves segment by segment and shows how many of its segments are in the engine; a .docx (and a
+text file over the server's body limit) goes to /translate/file in one piece.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import sys
+import tempfile
+from collections.abc import AsyncIterator, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Annotated, Any
+
+import httpx
+import typer
+from rich.console import Console
+from rich.progress import (
+    BarColumn,
+    Progress,
+    SpinnerColumn,
+    TaskID,
+    TextColumn,
+    TimeElapsedColumn,
+)
+
+from tolk.translation.files import UnsupportedFileType, file_type
+
+# Off a terminal rich assumes 80 columns, too narrow for a file's row.
+console = Console(stderr=True, width=None if sys.stderr.isatty() else 160)
+# Text files up to this size go to /translate (streamed); larger ones to /translate/file.
+STREAM_LIMIT = 120 << 10
+
+
+@dataclass(frozen=True)
+class Job:
+    source: Path
+    target: Path
+
+
+class TranslateFailed(Exception):
+    pass
+
+
+def translate_command(
+    files: Annotated[list[Path], typer.Argument(help="Files: .txt .md .html .srt .vtt .docx")],
+    to: Annotated[str, typer.Option("--to", help="Target language, e.g. de, pt-BR.")],
+    source: Annotated[str, typer.Option("--from", help="Source language of the files.")] = "en",
+    url: Annotated[
+        str | None, typer.Option(help="A running tolk server (or proxy), e.g. http://host:8000.")
+    ] = None,
+    config: Annotated[
+        Path | None, typer.Option(help="Or: start a server from this config for the run.")
+    ] = None,
+    out_dir: Annotated[
+        Path | None, typer.Option(help="Where to write (default: beside each file).")
+    ] = None,
+    model: Annotated[str | None, typer.Option(help="A configured model name.")] = None,
+    split: Annotated[str, typer.Option(help="sentences, paragraphs or none.")] = "sentences",
+    jobs: Annotated[int, typer.Option(min=1, help="Files translated at once.")] = 4,
+    timeout: Annotated[float, typer.Option(help="Seconds per file (the server caps it).")] = 600,
+) -> None:
+    """Translate files, keeping their format: markdown, HTML, subtitles, Word documents."""
+    if (url is None) == (config is None):
+        raise typer.BadParameter("give --url of a running server or --config to start one")
+    planned = []
+    for path in files:
+        if not path.is_file():
+            raise typer.BadParameter(f"{path} is not a file")
+        try:
+            file_type(path.name)
+        except UnsupportedFileType as exc:
+            raise typer.BadParameter(exc.message) from exc
+        folder = out_dir or path.parent
+        planned.append(Job(path, folder / f"{path.stem}.{to}{path.suffix}"))
+    if out_dir is not None:
+        out_dir.mkdir(parents=True, exist_ok=True)
+    with _server(url, config, timeout) as base:
+        failures = asyncio.run(
+            _translate_all(base, planned, source, to, model, split, jobs, timeout)
+        )
+    for job, message in failures:
+        console.print(f"[red]{job.source}: {message}[/red]")
+    if failures:
+        raise typer.Exit(1)
+
+
+@contextlib.contextmanager
+def _server(url: str | None, config: Path | None, timeout: float) -> Iterator[str]:
+    if url is not None:
+        yield url.rstrip("/")
+        return
+    assert config is not None
+    from tolk.bench.processes import start_server
+    from tolk.config import load_config
+
+    settings = load_config(config)
+    server_settings = settings.server.model_copy(
+        update={"request_timeout": max(settings.server.request_timeout, timeout)}
+    )
+    settings = settings.model_copy(update={"server": server_settings})
+    with tempfile.TemporaryDirectory(prefix="tolk-translate-") as workdir:
+        with console.status("starting tolk (the engine takes a while to load)..."):
+            server = start_server(settings, Path(workdir), "server", ready_timeout=900)
+        try:
+            yield server.url
+        finally:
+            server.stop()
+
+
+async def _translate_all(
+    base: str,
+    planned: list[Job],
+    source: str,
+    target: str,
+    model: str | None,
+    split: str,
+    jobs: int,
+    seconds: float,
+) -> list[tuple[Job, str]]:
+    failures: list[tuple[Job, str]] = []
+    slots = asyncio.Semaphore(jobs)
+    progress = Progress(
+        SpinnerColumn(),
+        TextColumn("{task.description}"),
+        BarColumn(),
+        TextColumn("{task.fields[count]}"),
+        TextColumn("{task.fields[in_flight]}"),
+        TimeElapsedColumn(),
+        console=console,
+    )
+    options = {"source_lang": source, "target_lang": target, "split": split}
+    if model:
+        options["model"] = model
+    headers = {"X-Request-Timeout": f"{seconds:g}"}
+    async with httpx.AsyncClient(base_url=base, timeout=seconds + 30, headers=headers) as client:
+
+        async def one(job: Job) -> None:
+            task = progress.add_task(job.source.name, total=None, count="waiting", in_flight="")
+            async with slots:
+                try:
+                    content = await _translate(client, job, options, progress, task)
+                except (TranslateFailed, httpx.HTTPError) as exc:
+                    failures.append((job, str(exc) or type(exc).__name__))
+                    progress.update(task, description=f"[red]{job.source.name}", in_flight="")
+                    return
+            job.target.write_bytes(content)
+            progress.update(
+                task, description=f"{job.source.name} -> {job.target.name}", in_flight=""
+            )
+
+        with progress:
+            await asyncio.gather(*(one(job) for job in planned))
+    return failures
+
+
+async def _translate(
+    client: httpx.AsyncClient,
+    job: Job,
+    options: dict[str, str],
+    progress: Progress,
+    task: TaskID,
+) -> bytes:
+    data = job.source.read_bytes()
+    kind = file_type(job.source.name).kind
+    if kind == "docx" or len(data) > STREAM_LIMIT:
+        progress.update(task, count="one request", in_flight="")
+        response = await client.post(
+            "/translate/file", files={"file": (job.source.name, data)}, data=options
+        )
+        _raise_for_error(response)
+        progress.update(task, total=1, completed=1)
+        return response.content
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise TranslateFailed(f"not UTF-8 text (byte {exc.start})") from exc
+    bom = "\ufeff" if text.startswith("\ufeff") else ""
+    body: dict[str, Any] = {**options, "text": text.removeprefix(bom), "format": kind}
+    body["stream"] = True
+    async with client.stream("POST", "/translate", json=body) as response:
+        if response.status_code != 200:
+            await response.aread()
+            _raise_for_error(response)
+        async for name, event in _events(response):
+            if name == "segment":
+                progress.update(
+                    task,
+                    total=event["planned"],
+                    completed=event["done"],
+                    count=f"{event['done']}/{event['planned']} segments",
+                    in_flight=f"{event['in_flight']} in flight",
+                )
+            elif name == "error":
+                raise TranslateFailed(_message(event))
+            elif name == "done":
+                return (bom + str(event["translation"])).encode("utf-8")
+    raise TranslateFailed("the server closed the stream before the translation was done")
+
+
+async def _events(response: httpx.Response) -> AsyncIterator[tuple[str, dict[str, Any]]]:
+    name = ""
+    async for line in response.aiter_lines():
+        if line.startswith("event: "):
+            name = line[len("event: ") :]
+        elif line.startswith("data: "):
+            yield name, json.loads(line[len("data: ") :])
+
+
+def _raise_for_error(response: httpx.Response) -> None:
+    if response.status_code == 200:
+        return
+    try:
+        message = _message(response.json())
+    except ValueError:
+        message = response.text[:200]
+    raise TranslateFailed(f"HTTP {response.status_code}: {message}")
+
+
+def _message(body: dict[str, Any]) -> str:
+    error = body.get("error", {})
+    return str(error.get("message", body)) if isinstance(error, dict) else str(body)

@@ -1,0 +1,78 @@
+"""`tolk translate FILE... --to de`: against a running server, and with a server of its own."""
+
+from __future__ import annotations
+
+import io
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import docx
+import psutil
+import pytest
+import yaml
+
+from tests.helpers import ServerProcess, model_config, runtime_env
+from tests.test_documents import DOCUMENTS, README, make_docx
+from tests.test_server_api import _cue_heads
+from tolk.translation.markdown_format import structure
+
+pytestmark = pytest.mark.engine
+
+
+def tolk(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "tolk", *args],
+        capture_output=True,
+        text=True,
+        cwd=cwd,
+        env=runtime_env(),
+        timeout=900,
+    )
+
+
+def test_translate_files_through_a_running_server(
+    main_server: ServerProcess, tmp_path: Path
+) -> None:
+    (tmp_path / "README.md").write_text(README, encoding="utf-8")
+    srt = (DOCUMENTS / "talk.srt").read_text(encoding="utf-8")
+    (tmp_path / "talk.srt").write_text(srt, encoding="utf-8")
+    (tmp_path / "report.docx").write_bytes(make_docx())
+    out = tmp_path / "out"
+    result = tolk(
+        "translate", "README.md", "talk.srt", "report.docx", "--to", "de", "--url",
+        main_server.url, "--out-dir", str(out), cwd=tmp_path,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert re.search(r"README.md -> README.de.md .* \d+/\d+ segments", result.stderr)
+    translated = (out / "README.de.md").read_text(encoding="utf-8")
+    assert structure(translated) == structure(README)
+    assert translated != README
+    assert _cue_heads((out / "talk.de.srt").read_text(encoding="utf-8")) == _cue_heads(srt)
+    report = docx.Document(io.BytesIO((out / "report.de.docx").read_bytes()))
+    assert len(report.paragraphs) == len(docx.Document(io.BytesIO(make_docx())).paragraphs)
+
+    (tmp_path / "slides.pptx").write_bytes(b"PK")
+    refused = tolk("translate", "slides.pptx", "--to", "de", "--url", main_server.url, cwd=tmp_path)
+    assert refused.returncode == 2
+    assert ".docx" in refused.stderr
+
+
+def test_translate_with_a_server_of_its_own_leaves_nothing_running(
+    test_model: Path, tmp_path: Path
+) -> None:
+    config = tmp_path / "tolk.yaml"
+    model = model_config("demo", test_model, languages=["en", "de"])
+    config.write_text(yaml.safe_dump({"models": [model]}))
+    (tmp_path / "notes.txt").write_text("First line.\n\nSecond paragraph here.\n")
+    result = tolk("translate", "notes.txt", "--to", "de", "--config", str(config), cwd=tmp_path)
+    assert result.returncode == 0, result.stderr[-3000:]
+    lines = (tmp_path / "notes.de.txt").read_text().split("\n")
+    assert [bool(line) for line in lines] == [True, False, True, False]
+    leftovers = [
+        p
+        for p in psutil.process_iter(["cmdline"])
+        if any("tolk-translate-" in part for part in p.info["cmdline"] or [])
+    ]
+    assert leftovers == []
