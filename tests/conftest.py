@@ -33,6 +33,10 @@ MAIN_LIMITS = {
     "shutdown_grace": 5,
 }
 
+MAIN_GLOSSARIES = {
+    "product": {"source_lang": "en", "target_lang": "de", "entries": {"batch": "Stapel"}}
+}
+
 
 @pytest.fixture(scope="session")
 def main_server(
@@ -43,6 +47,7 @@ def main_server(
         workdir,
         "main",
         [model_config("demo", test_model, languages=["en", "de", "fr", "ne"])],
+        glossaries=MAIN_GLOSSARIES,
         **MAIN_LIMITS,
     )
     yield server

@@ -372,3 +372,39 @@ def test_docx_paragraphs_translate_with_their_runs_formatting(keep: bool) -> Non
     assert result.paragraphs[3].text == "12.5 %"
     assert all("übersetzt" in c.text for row in result.tables[0].rows for c in row.cells)
     assert "übersetzt" in result.sections[0].header.paragraphs[0].text
+
+
+# -- glossaries -------------------------------------------------------------------------------
+
+
+def test_glossary_finds_exactly_a_segments_terms() -> None:
+    from tolk.translation.glossary import Glossary
+
+    glossary = Glossary({"batch": "Stapel", "batch size": "Stapelgröße", "KV cache": "KV-Cache"})
+    assert glossary.terms("The Batch size and the batch.") == (
+        ("Batch size", "Stapelgröße"),
+        ("batch", "Stapel"),
+    )
+    assert glossary.terms("Batching is not a batch-free word: rebatch.") == (("batch", "Stapel"),)
+    assert glossary.terms("No terms here.") == ()
+    assert glossary.terms("the kv cache fills") == (("kv cache", "KV-Cache"),)
+
+
+def test_do_not_translate_terms_come_back_verbatim() -> None:
+    from tolk.translation.glossary import Glossary
+
+    glossary = Glossary(protected=["tolk", "vLLM"])
+    text = "tolk runs on vLLM.\n\nNothing to protect here.\n"
+    doc = glossary.protect(parse("text", text, cut))
+    assert [u.masked for u in doc.units] == ["<x1/> runs on <x2/>.", "Nothing to protect here."]
+    # Whatever the model writes, placeholders kept or lost, the terms are there.
+    for kept in ("zzz <x1/> <x2/>", "zzz"):  # placeholders kept, or lost
+        plan = DocumentPlan([doc], cut, lambda masked: True)
+        first = {s: Done(finish(s, kept), 0, 0, 0) for s in plan.first}
+        done = first | {s: Done(finish(s, "yyy"), 0, 0, 0) for s in plan.restore(first)}
+        out = plan.render(done)[0]
+        assert out.count("tolk") == 1
+        assert out.count("vLLM") == 1
+        assert "Nothing" not in out
+    md = glossary.protect(parse("markdown", "Use *tolk* with `vLLM` and vLLM.\n", cut))
+    assert [u.masked for u in md.units] == ["Use <g1><x3/></g1> with <x2/> and <x4/>."]

@@ -107,3 +107,26 @@ def test_keep_outer_whitespace() -> None:
     assert keep_outer_whitespace("  Hello\n", "Hallo") == "  Hallo\n"
     assert keep_outer_whitespace("Hello", "Hallo") == "Hallo"
     assert keep_outer_whitespace(" \n", "") == " \n"
+
+
+def test_glossary_terms_in_each_formats_way() -> None:
+    terms = [("batch", "Stapel"), ("GPU", "Grafikprozessor")]
+    chat = user_text(FORMATS["chat"]("A batch on the GPU.", EN, DE, terms))
+    assert chat == (
+        "Translate the following English text into German. Reply with the translation only, "
+        'without explanations, notes or quotation marks.\nTranslate these terms as given: "batch" '
+        'as "Stapel"; "GPU" as "Grafikprozessor".\n\nA batch on the GPU.'
+    )
+    # Hunyuan-MT's model card: a "参考下面的翻译：" block, one "X 翻译成 Y" line per term.
+    hunyuan = user_text(FORMATS["hunyuan-mt"]("一批。", ZH, EN, [("批", "batch")]))
+    assert (
+        hunyuan
+        == "参考下面的翻译：\n批 翻译成 batch\n\n把下面的文本翻译成英语，不要额外解释。\n\n一批。"
+    )
+    for name in ("seed-x", "tower", "alma"):
+        prompt = FORMATS[name]("A batch.", EN, DE, terms[:1])
+        text = prompt.text if isinstance(prompt, CompletionPrompt) else str(user_text(prompt))
+        assert 'Translate these terms as given: "batch" as "Stapel".' in text
+    # Without terms, every format is exactly as before.
+    for build in FORMATS.values():
+        assert build("Hi.", EN, DE, ()) == build("Hi.", EN, DE)

@@ -474,3 +474,31 @@ async def test_unsupported_and_unreadable_files_are_refused(client: httpx.AsyncC
     assert "Word document" in error["message"]
     response = await client.post("/translate/file", data={"source_lang": "en"})
     error = assert_error(response, 422, "invalid_request")
+
+
+async def test_glossaries_and_protected_terms(client: httpx.AsyncClient) -> None:
+    text = "tolk batches requests on vLLM.\n\nThe batch size is tuned by tolk."
+    response = await client.post(
+        "/translate",
+        json={
+            "text": text,
+            "source_lang": "en",
+            "target_lang": "de",
+            "glossary": {"requests": "Anfragen"},
+            "glossary_id": "product",
+            "do_not_translate": ["tolk", "vLLM"],
+        },
+    )
+    assert response.status_code == 200, response.text
+    translation: str = response.json()["translation"]
+    # The random model obeys no glossary, but protected terms are placeholders: they stay.
+    assert translation.count("tolk") == 2
+    assert translation.count("vLLM") == 1
+    assert translation.count("\n\n") == 1
+
+    unknown = {"text": "A batch.", "source_lang": "en", "target_lang": "de", "glossary_id": "x"}
+    error = assert_error(await client.post("/translate", json=unknown), 400, "unknown_glossary")
+    assert "product" in error["message"]
+    wrong_pair = {**unknown, "glossary_id": "product", "target_lang": "fr"}
+    error = assert_error(await client.post("/translate", json=wrong_pair), 400, "unknown_glossary")
+    assert "en>de" in error["message"]

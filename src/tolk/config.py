@@ -159,9 +159,20 @@ class ServerSettings(_Strict):
     log_level: Literal["critical", "error", "warning", "info", "debug"] = "info"
 
 
+class GlossarySettings(_Strict):
+    """A named glossary for one language pair, used by requests that give its `glossary_id`."""
+
+    source_lang: str = Field(min_length=1)
+    target_lang: str = Field(min_length=1)
+    entries: dict[str, str] = Field(min_length=1, description="Source term -> target term.")
+
+
 class TolkConfig(_Strict):
     server: ServerSettings = ServerSettings()
     models: tuple[ModelSettings, ...] = Field(min_length=1)
+    glossaries: dict[str, GlossarySettings] = Field(
+        default_factory=dict, description="Named glossaries, by the id requests give."
+    )
 
     @field_validator("models")
     @classmethod

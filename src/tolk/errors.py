@@ -41,6 +41,11 @@ class UnknownModel(TolkError):
     status = 400
 
 
+class UnknownGlossary(TolkError):
+    code = "unknown_glossary"
+    status = 400
+
+
 class PayloadTooLarge(TolkError):
     """Too much text: a text over the character limit, too many texts, or a prompt that does
     not fit the model's context."""

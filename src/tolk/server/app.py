@@ -22,6 +22,7 @@ from tolk.server.metrics import CONCURRENCY_SAMPLE_INTERVAL, ServiceMetrics
 from tolk.server.middleware import BodySizeLimit, RequestAccounting
 from tolk.server.routes import router
 from tolk.translation import Limits, Translator
+from tolk.translation.service import NamedGlossary
 
 log = logging.getLogger("tolk.server")
 
@@ -73,6 +74,10 @@ def create_app(config: TolkConfig) -> FastAPI:
                 config.server.max_texts,
                 config.server.max_file_chars,
             ),
+            {
+                name: NamedGlossary(g.source_lang, g.target_lang, g.entries)
+                for name, g in config.glossaries.items()
+            },
         )
         background = [
             asyncio.create_task(watch_engines(pool, metrics)),

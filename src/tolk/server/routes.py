@@ -35,7 +35,7 @@ from tolk.server.schemas import (
 from tolk.translation import Translation, Translator
 from tolk.translation.files import FILE_TYPES, file_type, translate_file
 from tolk.translation.segment import SplitMode
-from tolk.translation.service import SegmentDone
+from tolk.translation.service import GlossaryRequest, SegmentDone
 
 
 async def _translator(request: Request) -> Translator:
@@ -101,6 +101,7 @@ async def translate(
         deadline,
         body.split,
         body.format,
+        glossary=_glossary(body),
     )
     result = await _guarded(request, lifecycle, metrics, work)
     if result is None:
@@ -108,6 +109,10 @@ async def translate(
         return Response(status_code=CLIENT_CLOSED)
     _record(request, response.headers, metrics, result, len(texts))
     return _response(body, result)
+
+
+def _glossary(body: TranslateRequest) -> GlossaryRequest:
+    return GlossaryRequest(body.glossary or {}, body.glossary_id, body.do_not_translate or ())
 
 
 def _response(body: TranslateRequest, result: Translation) -> TranslateResponse:
@@ -153,6 +158,7 @@ async def _stream(
             body.split,
             body.format,
             on_segment=on_segment,
+            glossary=_glossary(body),
         )
         try:
             result = await _guarded(request, lifecycle, metrics, work)

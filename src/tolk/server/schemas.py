@@ -43,6 +43,19 @@ class TranslateRequest(BaseModel):
         "(each line; a long line at sentence boundaries), 'paragraphs' (blank-line "
         "separated; list items apart), 'none' (each text whole).",
     )
+    glossary: dict[str, str] | None = Field(
+        None,
+        description="Term translations, source term -> target term: the terms found in a "
+        "segment are given to the model in its prompt (a model follows them usually, not "
+        "always).",
+    )
+    glossary_id: str | None = Field(
+        None, description="A glossary configured on the server for this language pair."
+    )
+    do_not_translate: list[str] | None = Field(
+        None,
+        description="Terms that come back exactly as written (protected as placeholders).",
+    )
     stream: bool = Field(
         False,
         description="Answer with Server-Sent Events: a `segment` event per finished segment "
@@ -111,7 +124,7 @@ class HealthResponse(BaseModel):
 ERROR_RESPONSES: dict[int | str, dict[str, Any]] = {
     status: {"model": ErrorResponse, "description": text}
     for status, text in {
-        400: "Unsupported language pair, invalid language code or unknown model",
+        400: "Unsupported language pair, invalid language code, unknown model or glossary",
         413: "Too much text, too many texts, or a body over the size limit",
         422: "The body does not match the schema (the field is named)",
         503: "Overloaded (see Retry-After), engine unavailable, or shutting down",

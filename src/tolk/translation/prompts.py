@@ -19,9 +19,9 @@ artefacts. Formats:
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 from tolk.languages import Lang
 
@@ -37,55 +37,78 @@ class CompletionPrompt:
 
 
 Prompt = ChatPrompt | CompletionPrompt
-Builder = Callable[[str, Lang, Lang], Prompt]
+Terms = Sequence[tuple[str, str]]  # glossary entries found in the text: (source, target)
+
+
+class Builder(Protocol):
+    def __call__(self, text: str, source: Lang, target: Lang, terms: Terms = ()) -> Prompt: ...
 
 
 def _user(content: Any) -> ChatPrompt:
     return ChatPrompt([{"role": "user", "content": content}])
 
 
-def chat(text: str, source: Lang, target: Lang) -> Prompt:
+def glossary_instruction(terms: Terms) -> str:
+    """The generic wording, for formats whose model card gives none."""
+    if not terms:
+        return ""
+    listed = "; ".join(f'"{s}" as "{t}"' for s, t in terms)
+    return f"Translate these terms as given: {listed}.\n"
+
+
+def chat(text: str, source: Lang, target: Lang, terms: Terms = ()) -> Prompt:
     return _user(
         f"Translate the following {source.name} text into {target.name}. "
-        "Reply with the translation only, without explanations, notes or quotation marks.\n\n"
-        f"{text}"
+        "Reply with the translation only, without explanations, notes or quotation marks.\n"
+        f"{glossary_instruction(terms)}\n{text}"
     )
 
 
 _CHINESE = {"zh", "yue"}
 
 
-def hunyuan_mt(text: str, source: Lang, target: Lang) -> Prompt:
+def hunyuan_mt(text: str, source: Lang, target: Lang, terms: Terms = ()) -> Prompt:
+    # The model card's terminology intervention: a "refer to these translations" line, then
+    # a line per term.
+    glossary = "".join(f"{s} 翻译成 {t}\n" for s, t in terms)
+    glossary = f"参考下面的翻译：\n{glossary}\n" if glossary else ""
     if source.code in _CHINESE or target.code in _CHINESE:
-        return _user(f"把下面的文本翻译成{target.name_in('zh')}，不要额外解释。\n\n{text}")
+        return _user(
+            f"{glossary}把下面的文本翻译成{target.name_in('zh')}，不要额外解释。\n\n{text}"
+        )
     return _user(
-        f"Translate the following segment into {target.name}, without additional explanation."
-        f"\n\n{text}"
+        f"{glossary}Translate the following segment into {target.name}, without additional "
+        f"explanation.\n\n{text}"
     )
 
 
-def seed_x(text: str, source: Lang, target: Lang) -> Prompt:
+def seed_x(text: str, source: Lang, target: Lang, terms: Terms = ()) -> Prompt:
     return CompletionPrompt(
+        f"{glossary_instruction(terms)}"
         f"Translate the following {source.base_name} sentence into {target.base_name}:\n"
         f"{text} <{target.code}>"
     )
 
 
-def tower(text: str, source: Lang, target: Lang) -> Prompt:
+def tower(text: str, source: Lang, target: Lang, terms: Terms = ()) -> Prompt:
     return _user(
         f"Translate the following text from {source.base_name} into {target.base_name}.\n"
+        f"{glossary_instruction(terms)}"
         f"{source.base_name}: {text}\n{target.base_name}:"
     )
 
 
-def alma(text: str, source: Lang, target: Lang) -> Prompt:
+def alma(text: str, source: Lang, target: Lang, terms: Terms = ()) -> Prompt:
     return CompletionPrompt(
+        f"{glossary_instruction(terms)}"
         f"Translate this from {source.base_name} to {target.base_name}:\n"
         f"{source.base_name}: {text}\n{target.base_name}:"
     )
 
 
-def translategemma(text: str, source: Lang, target: Lang) -> Prompt:
+def translategemma(text: str, source: Lang, target: Lang, terms: Terms = ()) -> Prompt:
+    # Its chat template takes only the structured text to translate: no room for a glossary
+    # (do-not-translate terms still hold: they are placeholders, not instructions).
     return _user(
         [
             {

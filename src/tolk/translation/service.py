@@ -16,15 +16,16 @@ import re
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from contextlib import asynccontextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TypeVar
 
 from tolk.config import ModelSettings
 from tolk.engine import Generation, ModelEngine, ModelPool, Tokenizer
-from tolk.errors import DeadlineExceeded, InvalidLanguage, PayloadTooLarge
+from tolk.errors import DeadlineExceeded, InvalidLanguage, PayloadTooLarge, UnknownGlossary
 from tolk.languages import InvalidLanguageCode, Lang, lang
 from tolk.translation.document import Document, Rendered
 from tolk.translation.formats import Format, Splitter, parse
+from tolk.translation.glossary import Glossary, Terms
 from tolk.translation.prompts import (
     FORMATS,
     ChatPrompt,
@@ -196,11 +197,12 @@ def plan_job(
     text: str,
     source: Lang,
     target: Lang,
+    terms: Terms = (),
 ) -> EngineJob:
     """The engine request tolk makes of one segment: its prompt token ids and output budget.
     The benchmarks that feed an engine directly (tolk.bench.overhead, .versus) use it too, so
     both sides of a comparison get the very same prompts."""
-    prompt = FORMATS[settings.prompt_format](text.strip(), source, target)
+    prompt = FORMATS[settings.prompt_format](text.strip(), source, target, terms)
     prompt_ids = render(prompt, tokenizer)
     source_tokens = len(tokenizer.encode(text, add_special_tokens=False))
     budget = output_budget(
@@ -242,10 +244,54 @@ def _parse_lang(code: str, field: str) -> Lang:
         raise InvalidLanguage(str(exc), field=field) from exc
 
 
+@dataclass(frozen=True)
+class GlossaryRequest:
+    """A request's glossary: its own entries, a configured glossary's id, and terms that
+    must come back untranslated."""
+
+    entries: Mapping[str, str] = field(default_factory=dict)
+    glossary_id: str | None = None
+    do_not_translate: Sequence[str] = ()
+
+
+@dataclass(frozen=True)
+class NamedGlossary:
+    source: str
+    target: str
+    entries: Mapping[str, str]
+
+
 class Translator:
-    def __init__(self, pool: ModelPool, limits: Limits) -> None:
+    def __init__(
+        self,
+        pool: ModelPool,
+        limits: Limits,
+        glossaries: Mapping[str, NamedGlossary] | None = None,
+    ) -> None:
         self.pool = pool
         self.limits = limits
+        self.glossaries = dict(glossaries or {})
+
+    def _glossary(self, request: GlossaryRequest, source: Lang, target: Lang) -> Glossary:
+        entries: dict[str, str] = {}
+        if request.glossary_id is not None:
+            named = self.glossaries.get(request.glossary_id)
+            if named is None:
+                known = ", ".join(sorted(self.glossaries)) or "none are configured"
+                raise UnknownGlossary(
+                    f"no glossary '{request.glossary_id}' on this server ({known})",
+                    field="glossary_id",
+                )
+            pair = (lang(named.source).code, lang(named.target).code)
+            if pair != (source.code, target.code):
+                raise UnknownGlossary(
+                    f"glossary '{request.glossary_id}' is for {named.source}>{named.target}, "
+                    f"not {source.tag}>{target.tag}",
+                    field="glossary_id",
+                )
+            entries |= named.entries
+        entries |= request.entries
+        return Glossary(entries, request.do_not_translate)
 
     def _check_limits(self, texts: Sequence[str]) -> None:
         if len(texts) > self.limits.max_texts:
@@ -265,10 +311,23 @@ class Translator:
             )
 
     def _job(
-        self, engine: ModelEngine, index: int, text: str, source: Lang, target: Lang
+        self,
+        engine: ModelEngine,
+        index: int,
+        text: str,
+        source: Lang,
+        target: Lang,
+        terms: Terms = (),
     ) -> EngineJob:
         job = plan_job(
-            engine.settings, engine.tokenizer, engine.max_model_len, index, text, source, target
+            engine.settings,
+            engine.tokenizer,
+            engine.max_model_len,
+            index,
+            text,
+            source,
+            target,
+            terms,
         )
         if job.max_tokens < min(job.source_tokens, 16) or job.max_tokens < 1:
             raise PayloadTooLarge(
@@ -292,6 +351,7 @@ class Translator:
         split: SplitMode = "sentences",
         fmt: Format = "text",
         on_segment: OnSegment | None = None,
+        glossary: GlossaryRequest | None = None,
     ) -> Translation:
         self._check_limits(texts)
         return await self.translate_documents(
@@ -304,6 +364,7 @@ class Translator:
             split,
             whole_units=fmt == "text",
             on_segment=on_segment,
+            glossary=glossary,
         )
 
     async def translate_documents(
@@ -318,6 +379,7 @@ class Translator:
         *,
         whole_units: bool = False,
         on_segment: OnSegment | None = None,
+        glossary: GlossaryRequest | None = None,
     ) -> Translation:
         """The one path every request takes (texts, markup, files): `documents(cut)` makes
         the documents once the model (and so its tokenizer) is known; `whole_units`: their
@@ -328,7 +390,8 @@ class Translator:
         engine = self.pool.route(source.tag, target.tag, model)
         engine.check_alive()
         cut = self._splitter(engine, split, source)
-        docs = documents(cut)
+        resolved = self._glossary(glossary or GlossaryRequest(), source, target)
+        docs = [resolved.protect(d) for d in documents(cut)]
         plan = DocumentPlan(docs, cut, self._fits(engine, whole_units))
         # Admission is decided for the whole request before any per-segment work.
         with engine.admit(len(plan.first) + len(plan.known_runs)) as window:
@@ -337,13 +400,13 @@ class Translator:
             async with _deadline(deadline):
                 progress = _Progress(len(plan.first) + len(plan.known_runs))
                 done = await self._generate_all(
-                    engine, plan.first, source, target, slots, on_segment, progress
+                    engine, plan.first, source, target, slots, on_segment, progress, resolved
                 )
                 runs = plan.restore(done)
                 # Units whose placeholders did not come back: their text runs, one by one.
                 progress.planned = max(progress.planned, len(done) + len(runs))
                 done |= await self._generate_all(
-                    engine, runs, source, target, slots, on_segment, progress
+                    engine, runs, source, target, slots, on_segment, progress, resolved
                 )
         engine_seconds = time.monotonic() - started
         generations = list(done.values())
@@ -398,6 +461,7 @@ class Translator:
         slots: asyncio.Semaphore,
         on_segment: OnSegment | None,
         progress: _Progress,
+        glossary: Glossary,
     ) -> dict[str, Done]:
         """Every segment through the engine, at most `slots` at a time; each one's prompt
         is built when its turn comes, so a long document does not hold the event loop."""
@@ -406,7 +470,7 @@ class Translator:
 
         async def one(index: int, text: str) -> Done:
             async with slots:
-                job = self._job(engine, index, text, source, target)
+                job = self._job(engine, index, text, source, target, glossary.terms(text))
                 progress.in_flight += 1
                 try:
                     generation = await engine.generate(job.prompt_ids, job.max_tokens)
@@ -447,7 +511,9 @@ class Translator:
 __all__ = [
     "DocumentPlan",
     "Done",
+    "GlossaryRequest",
     "Limits",
+    "NamedGlossary",
     "SegmentDone",
     "Translation",
     "Translator",
