@@ -167,3 +167,28 @@ async def test_a_stream_whose_client_leaves_stops_generating(
                 break  # one segment in: the client goes away
     freed_after = await wait_until(lambda: engine_idle(client), within=5)
     assert freed_after < 1.0
+
+
+async def test_overload_counts_segments_not_texts(
+    client: httpx.AsyncClient, texts: TextMaker
+) -> None:
+    await wait_until(lambda: engine_idle(client), within=60)
+    # Capacity is 16 running + 24 waiting = 40 segments. One text of 30 lines holds 30 places;
+    # a second single text of 20 lines would make 50: refused, though it is the 2nd text.
+    first = "\n".join(texts.text(150) for _ in range(30))
+    second = "\n".join(texts.text(20) for _ in range(20))
+    holding = asyncio.create_task(
+        client.post("/translate", json={"text": first, "source_lang": "en", "target_lang": "de"})
+    )
+
+    async def generating() -> bool:
+        return await metric_value(client, "vllm:num_requests_running", model_name="demo") >= 1
+
+    await wait_until(generating, within=30)
+    refused = await client.post(
+        "/translate", json={"text": second, "source_lang": "en", "target_lang": "de"}
+    )
+    assert_error(refused, 503, "overloaded")
+    held = await holding
+    assert held.status_code == 200, held.text
+    assert held.json()["usage"]["segments"] == 30

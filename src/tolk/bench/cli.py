@@ -26,7 +26,9 @@ console = Console(width=None if sys.stdout.isatty() else 170)
 # Options several commands share (bench run/journey/overhead/proxy, tune).
 ConfigOption = Annotated[Path, typer.Option(help="tolk config holding the model.")]
 ModelOption = Annotated[str, typer.Option(help="The model, by its name in the config.")]
-WorkloadOption = Annotated[str, typer.Option(help="uniform, variable, articles, or a JSONL file.")]
+WorkloadOption = Annotated[
+    str, typer.Option(help="uniform, variable, articles, documents, or a JSONL file.")
+]
 ItemsOption = Annotated[int, typer.Option(help="Distinct texts generated.")]
 SeedOption = Annotated[int, typer.Option(help="Seed of the generated workload.")]
 OutOption = Annotated[Path | None, typer.Option(help="Output directory.")]
@@ -233,6 +235,36 @@ def versus_command(
             )
         )
     show(versus.table(results), versus.write(results, out_dir))
+
+
+@app.command("documents")
+def documents_command(
+    url: Annotated[str, typer.Option(help="The tolk server to measure (otherwise idle).")],
+    concurrency: Annotated[int, typer.Option(help="Documents at once in the load phase.")] = 8,
+    documents: Annotated[int, typer.Option(help="Documents sent in the load phase.")] = 24,
+    tokenizer: Annotated[
+        Path | None,
+        typer.Option(help="Model directory whose tokenizer counts tokens for the cost figure."),
+    ] = Path("models/demo"),
+    out: OutOption = None,
+) -> None:
+    """Whole documents: split vs its floor when idle, documents/s under load, segmenting cost."""
+    from tolk.bench import documents as bench_documents
+
+    out_dir = out_dir_for(out, "documents")
+    has_tokenizer = tokenizer is not None and (tokenizer / "tokenizer.json").exists()
+    with progress_bar() as progress:
+        results = asyncio.run(
+            bench_documents.run_documents(
+                url.rstrip("/"),
+                load("documents"),
+                concurrency,
+                documents,
+                tokenizer if has_tokenizer else None,
+                progress,
+            )
+        )
+    show(bench_documents.table(results), bench_documents.write(results, out_dir))
 
 
 @app.command("gpu-compare")

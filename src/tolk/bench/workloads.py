@@ -6,7 +6,9 @@
   `uniform` and only the spread differs), as in the case study's realistic test.
 - `articles`: real paragraphs of the case-study articles: English ones to Nepali, and the
   Nepali translations back to English.
-- a JSONL file: one `{"text", "source_lang", "target_lang"}` object per line.
+- `documents`: the case-study articles whole (Part 1 and Part 2, English to Nepali and the
+  Nepali translations back), each as plain text and as markdown: 8 documents, 4-12 KB.
+- a JSONL file: one `{"text", "source_lang", "target_lang"}` object per line (and `format`).
 
 Lengths are in approximate tokens: texts are spans of real English prose, sized by words at
 0.75 words per token (typical of English under BPE tokenizers). The load generator talks to
@@ -24,7 +26,7 @@ from importlib import resources
 from pathlib import Path
 
 WORDS_PER_TOKEN = 0.75
-BUILTIN = ("uniform", "variable", "articles")
+BUILTIN = ("uniform", "variable", "articles", "documents")
 
 
 @dataclass(frozen=True)
@@ -32,9 +34,13 @@ class WorkItem:
     text: str
     source_lang: str
     target_lang: str
+    format: str = "text"
 
     def body(self) -> dict[str, str]:
-        return {"text": self.text, "source_lang": self.source_lang, "target_lang": self.target_lang}
+        body = {"text": self.text, "source_lang": self.source_lang, "target_lang": self.target_lang}
+        if self.format != "text":
+            body["format"] = self.format
+        return body
 
     def whole_body(self) -> dict[str, str]:
         """The body with `split: none`: one engine request for the text, as a comparison
@@ -128,6 +134,15 @@ def articles(n: int = 200, seed: int = 0) -> Workload:
     return Workload("articles", tuple(rng.choice(pool) for _ in range(n)))
 
 
+def documents() -> Workload:
+    items = []
+    for fmt in ("text", "markdown"):
+        for part in ("part1", "part2"):
+            items.append(WorkItem(_article(f"{part}.en.txt"), "en", "ne", fmt))
+            items.append(WorkItem(_article(f"{part}.ne.txt"), "ne", "en", fmt))
+    return Workload("documents", tuple(items))
+
+
 def from_jsonl(path: Path) -> Workload:
     items = []
     for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
@@ -155,6 +170,8 @@ def load(
         return variable(n, seed, source, target)
     if spec == "articles":
         return articles(n, seed)
+    if spec == "documents":
+        return documents()
     path = Path(spec)
     if path.exists():
         return from_jsonl(path)

@@ -1,0 +1,271 @@
+"""`tolk bench documents`: whole documents against a running server.
+
+Three measurements, each in the issue's terms:
+
+1. **Idle**: each document of the `documents` workload alone, split (the default), against
+   the floor of sending its longest segments alone (`split: none`): their slowest latency is
+   what the document would take if every segment ran in parallel at no cost. Also the
+   document with `split: none` where it fits the model's context, for the speed-up.
+2. **Load**: a closed loop of `concurrency` documents; documents and segments per second,
+   and the engine's running/waiting timeline (is the engine kept full?). A 503 `overloaded`
+   is retried after its Retry-After, as a client should, and counted.
+3. **Cost**: segmenting and reassembling (parse, plan, render, with the model's tokenizer
+   counting tokens as the server does) in this process, per 10 KB of text.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import datetime as dt
+import json
+import time
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+from rich.progress import Progress
+from rich.table import Table
+
+from tolk.bench.run import progress_callback
+from tolk.bench.scrape import TimelineSampler
+from tolk.bench.stats import percentile
+from tolk.bench.workloads import WorkItem, Workload
+
+SCHEMA = "tolk.bench.documents/1"
+FLOOR_SEGMENTS = 3  # the longest segments sent alone for the floor
+
+
+async def _post(session: aiohttp.ClientSession, body: dict[str, Any]) -> tuple[float, Any]:
+    started = time.perf_counter()
+    async with session.post("/translate", json=body) as response:
+        data = await response.json()
+        if response.status != 200:
+            raise RuntimeError(f"HTTP {response.status}: {json.dumps(data)[:300]}")
+    return time.perf_counter() - started, data
+
+
+async def _segments(session: aiohttp.ClientSession, item: WorkItem) -> tuple[float, list[str]]:
+    """The document's latency split, and its segments (from the stream's events)."""
+    started = time.perf_counter()
+    segments: list[str] = []
+    async with session.post("/translate", json={**item.body(), "stream": True}) as response:
+        if response.status != 200:
+            raise RuntimeError(f"HTTP {response.status}: {(await response.text())[:300]}")
+        name = ""
+        async for raw in response.content:
+            line = raw.decode().rstrip("\n")
+            if line.startswith("event: "):
+                name = line[len("event: ") :]
+            elif line.startswith("data: ") and name == "segment":
+                segments.append(json.loads(line[len("data: ") :])["text"])
+    return time.perf_counter() - started, segments
+
+
+async def idle(
+    session: aiohttp.ClientSession, workload: Workload, progress: Progress | None
+) -> list[dict[str, Any]]:
+    advance = progress_callback(progress, "idle: documents alone", len(workload.items))
+    rows = []
+    for item in workload.items:
+        await _post(session, item.body())  # warm: the prefix cache holds the instruction
+        split_s, segments = await _segments(session, item)
+        longest = sorted(set(segments), key=len, reverse=True)[:FLOOR_SEGMENTS]
+        alone = [
+            (await _post(session, {**item.body(), "text": s, "split": "none"}))[0] for s in longest
+        ]
+        try:
+            none_s: float | None = (await _post(session, item.whole_body()))[0]
+        except RuntimeError:  # 413: the whole document does not fit the model's context
+            none_s = None
+        rows.append(
+            {
+                "document": _label(item),
+                "bytes": len(item.text.encode()),
+                "segments": len(segments),
+                "split_s": split_s,
+                "floor_s": max(alone),
+                "split_over_floor": split_s / max(alone),
+                "none_s": none_s,
+                "speedup_vs_none": None if none_s is None else none_s / split_s,
+            }
+        )
+        advance(1)
+    return rows
+
+
+async def load(
+    session: aiohttp.ClientSession,
+    workload: Workload,
+    concurrency: int,
+    documents: int,
+    progress: Progress | None,
+) -> dict[str, Any]:
+    advance = progress_callback(progress, f"load: {concurrency} documents at once", documents)
+    stream = workload.stream()
+    latencies: list[float] = []
+    segments = 0
+    retries = 0
+    remaining = documents
+
+    async def client() -> None:
+        nonlocal segments, retries, remaining
+        while remaining > 0:
+            remaining -= 1
+            item = next(stream)
+            started = time.perf_counter()
+            while True:
+                async with session.post("/translate", json=item.body()) as response:
+                    data = await response.json()
+                    if response.status == 503 and data["error"]["code"] == "overloaded":
+                        retries += 1
+                        await asyncio.sleep(float(response.headers.get("Retry-After", "1")))
+                        continue
+                    if response.status != 200:
+                        raise RuntimeError(f"HTTP {response.status}: {json.dumps(data)[:300]}")
+                    break
+            latencies.append(time.perf_counter() - started)
+            segments += data["usage"]["segments"]
+            advance(1)
+
+    sampler = TimelineSampler(session, interval=0.5)
+    started = time.monotonic()
+    sampler.start(started)
+    await asyncio.gather(*(client() for _ in range(concurrency)))
+    seconds = time.monotonic() - started
+    timeline = await sampler.stop()
+    busy = [p for p in timeline if p.running + p.waiting > 0]
+    return {
+        "concurrency": concurrency,
+        "documents": documents,
+        "seconds": seconds,
+        "documents_per_s": documents / seconds,
+        "segments_per_s": segments / seconds,
+        "latency_p50_s": percentile(latencies, 50),
+        "latency_p95_s": percentile(latencies, 95),
+        "overloaded_retries": retries,
+        "mean_running": sum(p.running for p in busy) / max(1, len(busy)),
+        "mean_waiting": sum(p.waiting for p in busy) / max(1, len(busy)),
+        "timeline": [
+            {"t": p.t, "running": p.running, "waiting": p.waiting, "kv_cache": p.kv_cache}
+            for p in timeline
+        ],
+    }
+
+
+def cost(workload: Workload, tokenizer_path: Path | None, rounds: int = 5) -> list[dict[str, Any]]:
+    """Segmenting and reassembling, per 10 KB: parse, plan, render with an echo for the
+    model, best of `rounds` (the machine is noisy; the best run is the code's cost)."""
+    from tolk.translation.formats import parse
+    from tolk.translation.segment import approximate_tokens, segment
+    from tolk.translation.service import DocumentPlan, Done
+
+    count = approximate_tokens
+    if tokenizer_path is not None:
+        from tokenizers import Tokenizer
+
+        tokenizer = Tokenizer.from_file(str(tokenizer_path / "tokenizer.json"))
+
+        def count(text: str) -> int:
+            return len(tokenizer.encode(text, add_special_tokens=False).ids)
+
+    def cut(text: str) -> Any:
+        return segment(text, "sentences", max_tokens=200, count=count)
+
+    rows = []
+    for item in workload.items:
+        best = float("inf")
+        for _ in range(rounds):
+            started = time.perf_counter()
+            plan = DocumentPlan([parse(item.format, item.text, cut)], cut, lambda m: True)  # type: ignore[arg-type]
+            done = {s: Done(s, 0, 0, 0) for s in plan.first}
+            done |= {s: Done(s, 0, 0, 0) for s in plan.restore(done)}
+            plan.render(done)
+            best = min(best, time.perf_counter() - started)
+        size = len(item.text.encode())
+        rows.append(
+            {
+                "document": _label(item),
+                "bytes": size,
+                "ms": best * 1000,
+                "ms_per_10kb": best * 1000 * 10_000 / size,
+            }
+        )
+    return rows
+
+
+def _label(item: WorkItem) -> str:
+    return (
+        f"{item.source_lang}>{item.target_lang} {item.format} {len(item.text.encode()) // 1000} KB"
+    )
+
+
+async def run_documents(
+    url: str,
+    workload: Workload,
+    concurrency: int,
+    documents: int,
+    tokenizer_path: Path | None,
+    progress: Progress | None = None,
+) -> dict[str, Any]:
+    timeout = aiohttp.ClientTimeout(total=3600)
+    async with aiohttp.ClientSession(base_url=url, timeout=timeout) as session:
+        idle_rows = await idle(session, workload, progress)
+        loaded = await load(session, workload, concurrency, documents, progress)
+    return {
+        "schema": SCHEMA,
+        "started_at": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
+        "url": url,
+        "idle": idle_rows,
+        "load": loaded,
+        "cost": cost(workload, tokenizer_path),
+    }
+
+
+def table(results: dict[str, Any]) -> Table:
+    out = Table(title="tolk bench documents")
+    for column in ("measure", "document", "figures"):
+        out.add_column(column)
+    for row in results["idle"]:
+        none = "does not fit" if row["none_s"] is None else f"{row['none_s']:.2f} s"
+        out.add_row(
+            "idle",
+            row["document"],
+            f"{row['segments']} segments: {row['split_s']:.2f} s split, floor "
+            f"{row['floor_s']:.2f} s, ratio {row['split_over_floor']:.2f}; split none {none}",
+        )
+    loaded = results["load"]
+    out.add_row(
+        "load",
+        f"{loaded['concurrency']} at once, {loaded['documents']} documents",
+        f"{loaded['documents_per_s']:.2f} documents/s, {loaded['segments_per_s']:.1f} segments/s, "
+        f"p50 {loaded['latency_p50_s']:.1f} s, p95 {loaded['latency_p95_s']:.1f} s, running "
+        f"{loaded['mean_running']:.1f} waiting {loaded['mean_waiting']:.1f} (mean while busy), "
+        f"{loaded['overloaded_retries']} overloaded retries",
+    )
+    for row in results["cost"]:
+        out.add_row(
+            "cost", row["document"], f"{row['ms']:.2f} ms, {row['ms_per_10kb']:.2f} ms per 10 KB"
+        )
+    return out
+
+
+def write(results: dict[str, Any], out_dir: Path) -> list[Path]:
+    import matplotlib
+
+    from tolk.bench.report import save_figure
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    out_dir.mkdir(parents=True, exist_ok=True)
+    path = out_dir / "documents.json"
+    path.write_text(json.dumps(results, indent=2))
+    points = results["load"]["timeline"]
+    fig, ax = plt.subplots(figsize=(9, 3.5))
+    ax.plot([p["t"] for p in points], [p["running"] for p in points], label="running")
+    ax.plot([p["t"] for p in points], [p["waiting"] for p in points], label="waiting")
+    ax.set_xlabel("seconds")
+    ax.set_ylabel("engine requests")
+    ax.set_title(f"{results['load']['concurrency']} documents at once: the engine's batch")
+    ax.legend()
+    return [path, save_figure(fig, out_dir / "documents-timeline.png")]
