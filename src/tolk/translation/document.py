@@ -87,36 +87,28 @@ class Unit:
     # The unit's structure as its format parses it (markdown); a translation whose
     # structure differs is refused (see `valid`). None: escaping alone keeps it (html, text).
     check: Callable[[str], Hashable] | None = None
+    # Derived once, when the unit is made (a document has thousands; functools'
+    # cached_property costs more per access than these cost to compute).
+    tagged: bool = field(init=False, compare=False)
+    runs: tuple[str, ...] = field(init=False, compare=False)  # text runs with words
+    masked: str | None = field(init=False, compare=False)  # the segment for the model
 
-    def valid(self, rendered: Rendered) -> bool:
-        """Whether a rendered translation parses to the same structure as the source: an
-        underscore delimiter glued to a word, or emphasis around nothing, is not emphasis."""
-        if self.check is None:
-            return True
-        reference = self.with_runs(lambda run: run)
-        return self.check(_flat(rendered)) == self.check(_flat(reference))
+    def __post_init__(self) -> None:
+        tagged = any(isinstance(p, Tag) and p.kind != "break" for p in self.pieces)
+        runs = tuple(p.text for p in self.pieces if isinstance(p, Text) and has_words(p.text))
+        object.__setattr__(self, "tagged", tagged)
+        object.__setattr__(self, "runs", runs)
+        object.__setattr__(self, "masked", self._mask())
 
-    def original(self) -> Rendered:
-        """The unit as it was (kept untranslated when no translation keeps its markup)."""
-        return [p if isinstance(p, Tag) else p.source for p in self.pieces]
-
-    @property
-    def runs(self) -> list[str]:
-        """The unit's text runs with words: what is translated when placeholders fail."""
-        return [p.text for p in self.pieces if isinstance(p, Text) and has_words(p.text)]
-
-    @property
-    def tagged(self) -> bool:
-        return any(isinstance(p, Tag) and p.kind != "break" for p in self.pieces)
-
-    @property
-    def masked(self) -> str | None:
-        """The segment for the model, inline markup as placeholders; None where the text
-        itself looks like a placeholder (then only the runs can be translated safely)."""
+    def _mask(self) -> str | None:
+        """Inline markup as placeholders; None where the text itself looks like a
+        placeholder (then only the runs can be translated safely)."""
+        if not self.tagged:
+            return "".join(p.text if isinstance(p, Text) else " " for p in self.pieces)
         out = []
         for piece in self.pieces:
             if isinstance(piece, Text):
-                if self.tagged and _PLACEHOLDER.search(piece.text):
+                if _PLACEHOLDER.search(piece.text):
                     return None
                 out.append(piece.text)
             elif piece.kind == "break":
@@ -126,6 +118,21 @@ class Unit:
             else:
                 out.append(f"<{'/' if piece.kind == 'close' else ''}g{piece.id}>")
         return "".join(out)
+
+    def valid(self, rendered: Rendered) -> bool:
+        """Whether a rendered translation parses to the same structure as the source: an
+        underscore delimiter glued to a word, or emphasis around nothing, is not emphasis."""
+        if self.check is None:
+            return True
+        structure = self.__dict__.get("_structure")
+        if structure is None:
+            structure = self.check(_flat(self.with_runs(lambda run: run)))
+            self.__dict__["_structure"] = structure
+        return self.check(_flat(rendered)) == structure
+
+    def original(self) -> Rendered:
+        """The unit as it was (kept untranslated when no translation keeps its markup)."""
+        return [p if isinstance(p, Tag) else p.source for p in self.pieces]
 
     def restore(self, translation: str) -> Rendered | None:
         """The translation with the original markup in place of its placeholders, or None
