@@ -19,6 +19,9 @@ done
 grep -o "tolk ready: .*" "$OUT/serve.log"
 $TOLK bench run --url "http://127.0.0.1:$PORT" --workload variable \
   --concurrency 1,8,16,25,64 --requests 128 --warmup 5 --out "$OUT/run-variable"
+# 7. Whole documents on the same server (section 7).
+$TOLK bench documents --url "http://127.0.0.1:$PORT" --concurrency 8 --documents 32 \
+  --out "$OUT/documents"
 kill -TERM $SERVER; wait $SERVER || true
 trap - EXIT
 
