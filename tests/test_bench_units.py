@@ -270,3 +270,19 @@ def test_versus_turns_engine_args_into_vllm_server_flags() -> None:
         "--compilation-config",
         '{"mode": 0}',
     ]
+
+
+def test_documents_workload_and_its_segmenting_cost() -> None:
+    from tolk.bench.documents import cost
+    from tolk.bench.workloads import load
+
+    workload = load("documents")
+    assert [(i.source_lang, i.format) for i in workload.items][:4] == [
+        ("en", "text"), ("ne", "text"), ("en", "text"), ("ne", "text")
+    ]  # fmt: skip
+    assert {i.format for i in workload.items} == {"text", "markdown"}
+    assert workload.items[4].body()["format"] == "markdown"
+    assert "format" not in workload.items[0].body()
+    rows = cost(workload, None, rounds=1)
+    assert [r["bytes"] for r in rows] == [len(i.text.encode()) for i in workload.items]
+    assert all(r["ms"] > 0 and r["ms_per_10kb"] > 0 for r in rows)
