@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import os
 import random
+import subprocess
 import sys
 import time
 from collections.abc import Callable
@@ -132,3 +133,15 @@ class TextMaker:
 
     def count(self, text: str) -> int:
         return len(self.tokenizer.encode(text))
+
+
+def run_tolk(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+    """`python -m tolk ARGS` in `cwd`, with the servers' runtime environment."""
+    return subprocess.run(
+        [sys.executable, "-m", "tolk", *args],
+        capture_output=True,
+        text=True,
+        cwd=cwd,
+        env=runtime_env(),
+        timeout=900,
+    )

@@ -4,27 +4,19 @@ from __future__ import annotations
 
 import json
 import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
 
-from tests.helpers import ServerProcess, model_config, runtime_env
+from tests.helpers import ServerProcess, model_config, run_tolk
 
 pytestmark = pytest.mark.engine
 
 
 def tolk(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
-    result = subprocess.run(
-        [sys.executable, "-m", "tolk", *args],
-        capture_output=True,
-        text=True,
-        cwd=cwd,
-        env=runtime_env(),
-        timeout=900,
-    )
+    result = run_tolk(*args, cwd=cwd)
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-5000:]
     return result
 

@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import io
 import re
-import subprocess
-import sys
 from pathlib import Path
 
 import docx
@@ -13,23 +11,12 @@ import psutil
 import pytest
 import yaml
 
-from tests.helpers import ServerProcess, model_config, runtime_env
+from tests.helpers import ServerProcess, model_config, run_tolk
 from tests.test_documents import DOCUMENTS, README, make_docx
 from tests.test_server_api import _cue_heads
 from tolk.translation.markdown_format import structure
 
 pytestmark = pytest.mark.engine
-
-
-def tolk(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "tolk", *args],
-        capture_output=True,
-        text=True,
-        cwd=cwd,
-        env=runtime_env(),
-        timeout=900,
-    )
 
 
 def test_translate_files_through_a_running_server(
@@ -40,7 +27,7 @@ def test_translate_files_through_a_running_server(
     (tmp_path / "talk.srt").write_text(srt, encoding="utf-8")
     (tmp_path / "report.docx").write_bytes(make_docx())
     out = tmp_path / "out"
-    result = tolk(
+    result = run_tolk(
         "translate", "README.md", "talk.srt", "report.docx", "--to", "de", "--url",
         main_server.url, "--out-dir", str(out), cwd=tmp_path,
     )  # fmt: skip
@@ -54,7 +41,9 @@ def test_translate_files_through_a_running_server(
     assert len(report.paragraphs) == len(docx.Document(io.BytesIO(make_docx())).paragraphs)
 
     (tmp_path / "slides.pptx").write_bytes(b"PK")
-    refused = tolk("translate", "slides.pptx", "--to", "de", "--url", main_server.url, cwd=tmp_path)
+    refused = run_tolk(
+        "translate", "slides.pptx", "--to", "de", "--url", main_server.url, cwd=tmp_path
+    )
     assert refused.returncode == 2
     assert ".docx" in refused.stderr
 
@@ -66,7 +55,7 @@ def test_translate_with_a_server_of_its_own_leaves_nothing_running(
     model = model_config("demo", test_model, languages=["en", "de"])
     config.write_text(yaml.safe_dump({"models": [model]}))
     (tmp_path / "notes.txt").write_text("First line.\n\nSecond paragraph here.\n")
-    result = tolk("translate", "notes.txt", "--to", "de", "--config", str(config), cwd=tmp_path)
+    result = run_tolk("translate", "notes.txt", "--to", "de", "--config", str(config), cwd=tmp_path)
     assert result.returncode == 0, result.stderr[-3000:]
     lines = (tmp_path / "notes.de.txt").read_text().split("\n")
     assert [bool(line) for line in lines] == [True, False, True, False]
