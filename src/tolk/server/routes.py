@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import json
-from collections.abc import AsyncIterator, Coroutine
+from collections.abc import AsyncIterator, Callable, Coroutine
 from pathlib import PurePath
 from typing import Annotated, Any, TypeVar
 from urllib.parse import quote
@@ -93,17 +93,7 @@ async def translate(
     deadline = _deadline(request, x_request_timeout)
     if body.stream:
         return await _stream(body, texts, deadline, request, translator, lifecycle, metrics)
-    work = translator.translate(
-        texts,
-        body.source_lang,
-        body.target_lang,
-        body.model,
-        deadline,
-        body.split,
-        body.format,
-        glossary=_glossary(body),
-    )
-    result = await _guarded(request, lifecycle, metrics, work)
+    result = await _guarded(request, lifecycle, metrics, _work(translator, body, texts, deadline))
     if result is None:
         # Nobody is listening; the engine requests have been aborted.
         return Response(status_code=CLIENT_CLOSED)
@@ -111,8 +101,27 @@ async def translate(
     return _response(body, result)
 
 
-def _glossary(body: TranslateRequest) -> GlossaryRequest:
-    return GlossaryRequest(body.glossary or {}, body.glossary_id, body.do_not_translate or ())
+def _work(
+    translator: Translator,
+    body: TranslateRequest,
+    texts: list[str],
+    deadline: float,
+    on_segment: Callable[[SegmentDone], None] | None = None,
+) -> Coroutine[Any, Any, Translation]:
+    """The translation a /translate body asks for, not yet started."""
+    return translator.translate(
+        texts,
+        body.source_lang,
+        body.target_lang,
+        body.model,
+        deadline,
+        body.split,
+        body.format,
+        on_segment=on_segment,
+        glossary=GlossaryRequest(
+            body.glossary or {}, body.glossary_id, body.do_not_translate or ()
+        ),
+    )
 
 
 def _response(body: TranslateRequest, result: Translation) -> TranslateResponse:
@@ -149,17 +158,7 @@ async def _stream(
         events.put_nowait(("segment", dataclasses.asdict(segment)))
 
     async def produce() -> None:
-        work = translator.translate(
-            texts,
-            body.source_lang,
-            body.target_lang,
-            body.model,
-            deadline,
-            body.split,
-            body.format,
-            on_segment=on_segment,
-            glossary=_glossary(body),
-        )
+        work = _work(translator, body, texts, deadline, on_segment)
         try:
             result = await _guarded(request, lifecycle, metrics, work)
         except TolkError as exc:

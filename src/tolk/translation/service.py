@@ -117,7 +117,8 @@ class DocumentPlan:
         self, docs: Sequence[Document], cut: Splitter, fits: Callable[[str], bool]
     ) -> None:
         self.docs = docs
-        self.cut = cut
+        self._cut = cut
+        self._cuts: dict[str, Segmented] = {}
         first: dict[str, None] = {}
         runs: dict[str, None] = {}
         self.by_runs: set[tuple[int, int]] = set()  # (document, unit) translated run by run
@@ -128,10 +129,16 @@ class DocumentPlan:
                     first[masked] = None
                 else:
                     self.by_runs.add((d, u))
-                    runs |= dict.fromkeys(s for run in unit.runs for s in cut(run).segments)
+                    runs |= dict.fromkeys(s for run in unit.runs for s in self.cut(run).segments)
         self.first = list(first)
         self.known_runs = list(runs)
         self.outputs: list[dict[int, Rendered]] = [{} for _ in docs]
+
+    def cut(self, run: str) -> Segmented:
+        """A text run cut into segments (once: cutting measures tokens)."""
+        if run not in self._cuts:
+            self._cuts[run] = self._cut(run)
+        return self._cuts[run]
 
     def restore(self, done: Mapping[str, Done]) -> list[str]:
         """Put the first pass's translations in place; the run segments still to translate."""
