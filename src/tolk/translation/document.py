@@ -216,6 +216,9 @@ class Document:
     units: tuple[Unit, ...]
     # Units that are attribute values (rendered inside tags, not in `parts`).
     attributes: frozenset[int] = field(default_factory=frozenset)
+    # The units were cut to fit `max_segment_tokens` already (plain text's segmenter did);
+    # otherwise a unit over it is translated run by run (tolk.translation.service).
+    cut_to_fit: bool = False
 
     def render(self, outputs: Mapping[int, Rendered]) -> str:
         """The document with every unit's output (restored or run by run) in its place."""
@@ -240,7 +243,7 @@ def from_segmented(segmented: Segmented) -> Document:
     for index, gap in enumerate(segmented.gaps[1:]):
         parts += [index, gap]
     units = tuple(Unit((Text(s, s),)) for s in segmented.segments)
-    return Document(tuple(parts), units)
+    return Document(tuple(parts), units, cut_to_fit=True)
 
 
 def concat(pieces: Sequence[Document | str]) -> Document:

@@ -98,7 +98,6 @@ async def translate_file(
         model,
         deadline,
         split,
-        whole_units=kind.kind == "text",
     )
     content = (bom + translation.texts[0]).encode("utf-8")
     return TranslatedFile(content, kind.media_type, translation)

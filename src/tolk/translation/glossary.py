@@ -12,6 +12,7 @@ come back byte for byte whatever the model does (tolk.translation.document).
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from collections.abc import Mapping, Sequence
 
@@ -57,7 +58,7 @@ class Glossary:
         if self._protected is None:
             return document
         units = tuple(_protected_unit(u, self._protected) for u in document.units)
-        return Document(document.parts, units, document.attributes)
+        return dataclasses.replace(document, units=units)
 
 
 def _protected_unit(unit: Unit, pattern: re.Pattern[str]) -> Unit:

@@ -125,7 +125,7 @@ class DocumentPlan:
         for d, doc in enumerate(docs):
             for u, unit in enumerate(doc.units):
                 masked = unit.masked
-                if masked is not None and fits(masked):
+                if masked is not None and (doc.cut_to_fit or fits(masked)):
                     first[masked] = None
                 else:
                     self.by_runs.add((d, u))
@@ -369,7 +369,6 @@ class Translator:
             model,
             deadline,
             split,
-            whole_units=fmt == "text",
             on_segment=on_segment,
             glossary=glossary,
         )
@@ -384,14 +383,11 @@ class Translator:
         deadline: float,
         split: SplitMode = "sentences",
         *,
-        whole_units: bool = False,
         on_segment: OnSegment | None = None,
         glossary: GlossaryRequest | None = None,
     ) -> Translation:
         """The one path every request takes (texts, markup, files): `documents(cut)` makes
-        the documents once the model (and so its tokenizer) is known; `whole_units`: their
-        units were cut to fit already (plain text), else one over `max_segment_tokens` is
-        translated run by run."""
+        the documents once the model (and so its tokenizer) is known."""
         source = _parse_lang(source_lang, "source_lang")
         target = _parse_lang(target_lang, "target_lang")
         engine = self.pool.route(source.tag, target.tag, model)
@@ -399,7 +395,7 @@ class Translator:
         cut = self._splitter(engine, split, source)
         resolved = self._glossary(glossary or GlossaryRequest(), source, target)
         docs = [resolved.protect(d) for d in documents(cut)]
-        plan = DocumentPlan(docs, cut, self._fits(engine, whole_units))
+        plan = DocumentPlan(docs, cut, self._fits(engine))
         # Admission is decided for the whole request before any per-segment work.
         with engine.admit(len(plan.first) + len(plan.known_runs)) as window:
             started = time.monotonic()
@@ -448,12 +444,10 @@ class Translator:
         return cut
 
     @staticmethod
-    def _fits(engine: ModelEngine, whole_units: bool) -> Callable[[str], bool]:
-        """Whether a unit goes to the model whole: text segments were cut to fit already;
-        a markup unit over `max_segment_tokens` is translated run by run instead."""
+    def _fits(engine: ModelEngine) -> Callable[[str], bool]:
+        """Whether a markup unit goes to the model whole; one over `max_segment_tokens` is
+        translated run by run instead."""
         limit = engine.settings.max_segment_tokens
-        if whole_units:
-            return lambda masked: True
         return lambda masked: (
             len(masked.encode()) <= limit
             or len(engine.tokenizer.encode(masked, add_special_tokens=False)) <= limit
