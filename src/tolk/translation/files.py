@@ -8,14 +8,14 @@ request; a .docx is opened with python-docx and its paragraphs become the docume
 from __future__ import annotations
 
 import io
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import PurePath
 from typing import Literal
 
 from tolk.errors import InvalidRequest, PayloadTooLarge, TolkError
 from tolk.translation.document import Document
-from tolk.translation.formats import Format, parse
+from tolk.translation.formats import Format, Splitter, parse
 from tolk.translation.segment import SplitMode
 from tolk.translation.service import Translation, Translator
 
@@ -64,6 +64,16 @@ class TranslatedFile:
     translation: Translation
 
 
+@dataclass(frozen=True)
+class _Opened:
+    """A file as the service takes it: its documents, its characters of text, and how the
+    translated documents become the file again."""
+
+    documents: Callable[[Splitter], Sequence[Document]]
+    characters: int
+    save: Callable[[list[str]], bytes]
+
+
 async def translate_file(
     translator: Translator,
     filename: str,
@@ -75,10 +85,30 @@ async def translate_file(
     split: SplitMode = "sentences",
 ) -> TranslatedFile:
     kind = file_type(filename)
-    if kind.kind == "docx":
-        return await _translate_docx(
-            translator, filename, data, source_lang, target_lang, model, deadline, split
+    opened = (
+        _open_docx(filename, data) if kind.kind == "docx" else _open_text(filename, data, kind.kind)
+    )
+    limit = translator.limits.max_file_chars
+    if opened.characters > limit:
+        raise PayloadTooLarge(
+            f"the file has {opened.characters} characters of text; at most {limit} are "
+            "accepted per file, split it into smaller files",
+            field="file",
+            limit=limit,
         )
+    translation = await translator.translate_documents(
+        opened.documents,
+        opened.characters,
+        source_lang,
+        target_lang,
+        model,
+        deadline,
+        split,
+    )
+    return TranslatedFile(opened.save(translation.texts), kind.media_type, translation)
+
+
+def _open_text(filename: str, data: bytes, fmt: Format) -> _Opened:
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError as exc:
@@ -88,42 +118,14 @@ async def translate_file(
         ) from exc
     bom = _BOM if text.startswith(_BOM) else ""
     text = text.removeprefix(bom)
-    _check_characters(translator, len(text))
-    fmt = kind.kind
-    translation = await translator.translate_documents(
+    return _Opened(
         lambda cut: [parse(fmt, text, cut)],
         len(text),
-        source_lang,
-        target_lang,
-        model,
-        deadline,
-        split,
+        lambda texts: (bom + texts[0]).encode("utf-8"),
     )
-    content = (bom + translation.texts[0]).encode("utf-8")
-    return TranslatedFile(content, kind.media_type, translation)
 
 
-def _check_characters(translator: Translator, characters: int) -> None:
-    limit = translator.limits.max_file_chars
-    if characters > limit:
-        raise PayloadTooLarge(
-            f"the file has {characters} characters of text; at most {limit} are accepted per "
-            "file, split it into smaller files",
-            field="file",
-            limit=limit,
-        )
-
-
-async def _translate_docx(
-    translator: Translator,
-    filename: str,
-    data: bytes,
-    source_lang: str,
-    target_lang: str,
-    model: str | None,
-    deadline: float,
-    split: SplitMode,
-) -> TranslatedFile:
+def _open_docx(filename: str, data: bytes) -> _Opened:
     import docx
 
     from tolk.translation import office
@@ -137,19 +139,13 @@ async def _translate_docx(
             field="file",
         ) from exc
     runs = [office.text_runs(p) for p in office.paragraphs(document)]
-    docs: Sequence[Document] = [office.paragraph_document(r) for r in runs]
-    _check_characters(translator, sum(len(r.text) for rs in runs for r in rs))
-    translation = await translator.translate_documents(
-        lambda cut: docs,
-        sum(len(r.text) for rs in runs for r in rs),
-        source_lang,
-        target_lang,
-        model,
-        deadline,
-        split,
-    )
-    for paragraph_runs, rendered in zip(runs, translation.texts, strict=True):
-        office.apply(paragraph_runs, rendered)
-    out = io.BytesIO()
-    document.save(out)
-    return TranslatedFile(out.getvalue(), DOCX, translation)
+    docs = [office.paragraph_document(r) for r in runs]
+
+    def save(texts: list[str]) -> bytes:
+        for paragraph_runs, rendered in zip(runs, texts, strict=True):
+            office.apply(paragraph_runs, rendered)
+        out = io.BytesIO()
+        document.save(out)
+        return out.getvalue()
+
+    return _Opened(lambda cut: docs, sum(len(r.text) for rs in runs for r in rs), save)

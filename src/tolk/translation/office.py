@@ -110,8 +110,8 @@ def paragraph_document(runs: list[Run]) -> Document:
 
 def apply(runs: list[Run], rendered: str) -> None:
     """Put a paragraph's rendered translation into its runs."""
-    if not runs or (not rendered and not any(has_words(r.text) for r in runs)):
-        return
+    if not any(has_words(r.text) for r in runs):
+        return  # nothing was translated (paragraph_document made no unit)
     texts = [""] * len(runs)
     target = 0  # text before any placeholder: the first run
     at = 0
