@@ -92,6 +92,7 @@ class Unit:
     tagged: bool = field(init=False, compare=False)
     runs: tuple[str, ...] = field(init=False, compare=False)  # text runs with words
     masked: str | None = field(init=False, compare=False)  # the segment for the model
+    structure: Hashable = field(init=False, compare=False)  # `check` of the unit as it is
 
     def __post_init__(self) -> None:
         tagged = any(isinstance(p, Tag) and p.kind != "break" for p in self.pieces)
@@ -99,6 +100,8 @@ class Unit:
         object.__setattr__(self, "tagged", tagged)
         object.__setattr__(self, "runs", runs)
         object.__setattr__(self, "masked", self._mask())
+        structure = None if self.check is None else self.check(_flat(self.original()))
+        object.__setattr__(self, "structure", structure)
 
     def _mask(self) -> str | None:
         """Inline markup as placeholders; None where the text itself looks like a
@@ -122,13 +125,7 @@ class Unit:
     def valid(self, rendered: Rendered) -> bool:
         """Whether a rendered translation parses to the same structure as the source: an
         underscore delimiter glued to a word, or emphasis around nothing, is not emphasis."""
-        if self.check is None:
-            return True
-        structure = self.__dict__.get("_structure")
-        if structure is None:
-            structure = self.check(_flat(self.with_runs(lambda run: run)))
-            self.__dict__["_structure"] = structure
-        return self.check(_flat(rendered)) == structure
+        return self.check is None or self.check(_flat(rendered)) == self.structure
 
     def original(self) -> Rendered:
         """The unit as it was (kept untranslated when no translation keeps its markup)."""
