@@ -5,12 +5,13 @@ from __future__ import annotations
 import asyncio
 import datetime as dt
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Coroutine, Sequence
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 from rich.console import Console, RenderableType
+from rich.progress import Progress
 
 from tolk.bench import report
 from tolk.bench.run import RunPlan, progress_bar, run
@@ -56,6 +57,21 @@ def out_dir_for(out: Path | None, kind: str) -> Path:
     folder = out or default_out(kind)
     folder.mkdir(parents=True, exist_ok=True)
     return folder
+
+
+def measured(
+    kind: str,
+    out: Path | None,
+    start: Callable[[Path, Progress], Coroutine[Any, Any, dict[str, Any]]],
+    table: Callable[[dict[str, Any]], RenderableType],
+    write: Callable[[dict[str, Any], Path], Path | Sequence[Path]],
+) -> None:
+    """A measurement's common frame: its output directory, a progress bar while
+    `start(out_dir, progress)` runs, then its table and the files it wrote."""
+    out_dir = out_dir_for(out, kind)
+    with progress_bar() as progress:
+        results = asyncio.run(start(out_dir, progress))
+    show(table(results), write(results, out_dir))
 
 
 def show(table: RenderableType, written: Path | Sequence[Path]) -> None:
@@ -149,24 +165,25 @@ def journey_command(
         requests = 100
     chosen = journey.select(architectures.split(",") if architectures else None)
     loads = [load(w.strip(), items, seed) for w in workloads.split(",") if w.strip()]
-    out_dir = out_dir_for(out, "journey")
-    with progress_bar() as progress:
-        results = asyncio.run(
-            journey.run_journey(
-                config,
-                model,
-                loads,
-                chosen,
-                concurrency=concurrency,
-                requests=requests,
-                duration=duration,
-                warmup=warmup,
-                workdir=out_dir,
-                request_timeout=timeout,
-                progress=progress,
-            )
-        )
-    show(journey.table(results), journey.write(results, out_dir))
+    measured(
+        "journey",
+        out,
+        lambda out_dir, progress: journey.run_journey(
+            config,
+            model,
+            loads,
+            chosen,
+            concurrency=concurrency,
+            requests=requests,
+            duration=duration,
+            warmup=warmup,
+            workdir=out_dir,
+            request_timeout=timeout,
+            progress=progress,
+        ),
+        journey.table,
+        journey.write,
+    )
 
 
 @app.command("overhead")
@@ -185,22 +202,23 @@ def overhead_command(
     """The same requests directly on AsyncLLM in-process and through tolk's HTTP API."""
     from tolk.bench import overhead
 
-    out_dir = out_dir_for(out, "overhead")
-    with progress_bar() as progress:
-        results = asyncio.run(
-            overhead.run_overhead(
-                config,
-                model,
-                load(workload, items, seed),
-                concurrency=concurrency,
-                requests=requests,
-                rounds=rounds,
-                warmup=warmup,
-                workdir=out_dir,
-                progress=progress,
-            )
-        )
-    show(overhead.table(results), overhead.write(results, out_dir))
+    measured(
+        "overhead",
+        out,
+        lambda out_dir, progress: overhead.run_overhead(
+            config,
+            model,
+            load(workload, items, seed),
+            concurrency=concurrency,
+            requests=requests,
+            rounds=rounds,
+            warmup=warmup,
+            workdir=out_dir,
+            progress=progress,
+        ),
+        overhead.table,
+        overhead.write,
+    )
 
 
 @app.command("versus-vllm")
@@ -219,22 +237,23 @@ def versus_command(
     """tolk against vLLM's own OpenAI server: same model, settings, prompts and token counts."""
     from tolk.bench import versus
 
-    out_dir = out_dir_for(out, "versus")
-    with progress_bar() as progress:
-        results = asyncio.run(
-            versus.run_versus(
-                config,
-                model,
-                load(workload, items, seed),
-                concurrency=concurrency,
-                requests=requests,
-                rounds=rounds,
-                warmup=warmup,
-                workdir=out_dir,
-                progress=progress,
-            )
-        )
-    show(versus.table(results), versus.write(results, out_dir))
+    measured(
+        "versus",
+        out,
+        lambda out_dir, progress: versus.run_versus(
+            config,
+            model,
+            load(workload, items, seed),
+            concurrency=concurrency,
+            requests=requests,
+            rounds=rounds,
+            warmup=warmup,
+            workdir=out_dir,
+            progress=progress,
+        ),
+        versus.table,
+        versus.write,
+    )
 
 
 @app.command("documents")
@@ -251,20 +270,21 @@ def documents_command(
     """Whole documents: split vs its floor when idle, documents/s under load, segmenting cost."""
     from tolk.bench import documents as bench_documents
 
-    out_dir = out_dir_for(out, "documents")
     has_tokenizer = tokenizer is not None and (tokenizer / "tokenizer.json").exists()
-    with progress_bar() as progress:
-        results = asyncio.run(
-            bench_documents.run_documents(
-                url.rstrip("/"),
-                load("documents"),
-                concurrency,
-                documents,
-                tokenizer if has_tokenizer else None,
-                progress,
-            )
-        )
-    show(bench_documents.table(results), bench_documents.write(results, out_dir))
+    measured(
+        "documents",
+        out,
+        lambda out_dir, progress: bench_documents.run_documents(
+            url.rstrip("/"),
+            load("documents"),
+            concurrency,
+            documents,
+            tokenizer if has_tokenizer else None,
+            progress,
+        ),
+        bench_documents.table,
+        bench_documents.write,
+    )
 
 
 @app.command("gpu-compare")

@@ -9,7 +9,6 @@ one of the places the bench deliberately uses the engine directly.
 from __future__ import annotations
 
 import asyncio
-import datetime as dt
 import json
 import time
 from collections.abc import Sequence
@@ -21,7 +20,7 @@ from rich.table import Table
 
 from tolk.bench import loadgen
 from tolk.bench.processes import start_tolk
-from tolk.bench.run import alternate_rounds, pooled
+from tolk.bench.run import alternate_rounds, pooled, rounds_report
 from tolk.bench.stats import RequestRecord, summarize
 from tolk.bench.workloads import WorkItem, Workload
 from tolk.config import ModelSettings, load_config
@@ -149,14 +148,7 @@ async def run_overhead(
     direct_rps, http_rps = (pooled(measured, path)["rps"] for path in ("direct", "http"))
     http = [m["summary"] for m in measured if m["path"] == "http"]
     return {
-        "schema": SCHEMA,
-        "started_at": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
-        "model": model,
-        "config": str(config_path),
-        "workload": workload.describe(),
-        "concurrency": concurrency,
-        "requests_per_round": requests,
-        "rounds": measured,
+        **rounds_report(SCHEMA, config_path, model, workload, concurrency, requests, measured),
         "direct_rps": direct_rps,
         "http_rps": http_rps,
         "ratio": http_rps / direct_rps,

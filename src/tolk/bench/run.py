@@ -7,6 +7,7 @@ import datetime as dt
 import time
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
@@ -78,6 +79,28 @@ async def alternate_rounds(
             result["round"] = number
             measured.append(result)
     return measured
+
+
+def rounds_report(
+    schema: str,
+    config_path: Path,
+    model: str,
+    workload: Workload,
+    concurrency: int,
+    requests: int,
+    measured: list[dict[str, Any]],
+) -> dict[str, Any]:
+    """What every alternating-rounds report (overhead, versus-vllm) starts with."""
+    return {
+        "schema": schema,
+        "started_at": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
+        "model": model,
+        "config": str(config_path),
+        "workload": workload.describe(),
+        "concurrency": concurrency,
+        "requests_per_round": requests,
+        "rounds": measured,
+    }
 
 
 def pooled(measured: Sequence[dict[str, Any]], path: str) -> dict[str, float]:

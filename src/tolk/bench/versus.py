@@ -11,7 +11,6 @@ machine hits both alike.
 
 from __future__ import annotations
 
-import datetime as dt
 import json
 import sys
 from collections.abc import Sequence
@@ -24,7 +23,7 @@ from rich.table import Table
 from tolk.bench import loadgen
 from tolk.bench.overhead import prepare
 from tolk.bench.processes import LocalServer, free_port, start_tolk
-from tolk.bench.run import alternate_rounds, pooled
+from tolk.bench.run import alternate_rounds, pooled, rounds_report
 from tolk.bench.stats import summarize
 from tolk.bench.workloads import WorkItem, Workload
 from tolk.config import ModelSettings, TolkConfig, load_config
@@ -179,14 +178,7 @@ async def run_versus(
     measured = await alternate_rounds(PATHS, rounds, requests, progress, one)
     totals = {path: pooled(measured, path) for path in PATHS}
     return {
-        "schema": SCHEMA,
-        "started_at": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
-        "model": model,
-        "config": str(config_path),
-        "workload": workload.describe(),
-        "concurrency": concurrency,
-        "requests_per_round": requests,
-        "rounds": measured,
+        **rounds_report(SCHEMA, config_path, model, workload, concurrency, requests, measured),
         "totals": totals,
         "ratio_rps": totals["tolk"]["rps"] / totals["vllm"]["rps"],
         "ratio_output_tps": totals["tolk"]["output_tps"] / totals["vllm"]["output_tps"],
