@@ -11,10 +11,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import sys
 import tempfile
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any
@@ -31,11 +30,13 @@ from rich.progress import (
     TimeElapsedColumn,
 )
 
+from tolk import sse
 from tolk.translation.files import UnsupportedFileType, file_type
 
 # Off a terminal rich assumes 80 columns, too narrow for a file's row.
 console = Console(stderr=True, width=None if sys.stderr.isatty() else 160)
-# Text files up to this size go to /translate (streamed); larger ones to /translate/file.
+# Text files up to this size go to /translate (streamed); larger ones, and any the server
+# finds over its body limit, to /translate/file.
 STREAM_LIMIT = 120 << 10
 
 
@@ -171,13 +172,7 @@ async def _translate(
     data = job.source.read_bytes()
     kind = file_type(job.source.name).kind
     if kind == "docx" or len(data) > STREAM_LIMIT:
-        progress.update(task, count="one request", in_flight="")
-        response = await client.post(
-            "/translate/file", files={"file": (job.source.name, data)}, data=options
-        )
-        _raise_for_error(response)
-        progress.update(task, total=1, completed=1)
-        return response.content
+        return await _as_file(client, job, data, options, progress, task)
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError as exc:
@@ -186,10 +181,12 @@ async def _translate(
     body: dict[str, Any] = {**options, "text": text.removeprefix(bom), "format": kind}
     body["stream"] = True
     async with client.stream("POST", "/translate", json=body) as response:
+        if response.status_code == 413:  # over this server's body limit: as a file, then
+            return await _as_file(client, job, data, options, progress, task)
         if response.status_code != 200:
             await response.aread()
             _raise_for_error(response)
-        async for name, event in _events(response):
+        async for name, event in sse.events(response.aiter_lines()):
             if name == "segment":
                 progress.update(
                     task,
@@ -205,13 +202,22 @@ async def _translate(
     raise TranslateFailed("the server closed the stream before the translation was done")
 
 
-async def _events(response: httpx.Response) -> AsyncIterator[tuple[str, dict[str, Any]]]:
-    name = ""
-    async for line in response.aiter_lines():
-        if line.startswith("event: "):
-            name = line[len("event: ") :]
-        elif line.startswith("data: "):
-            yield name, json.loads(line[len("data: ") :])
+async def _as_file(
+    client: httpx.AsyncClient,
+    job: Job,
+    data: bytes,
+    options: dict[str, str],
+    progress: Progress,
+    task: TaskID,
+) -> bytes:
+    """The whole file in one /translate/file request (no per-segment progress)."""
+    progress.update(task, count="one request", in_flight="")
+    response = await client.post(
+        "/translate/file", files={"file": (job.source.name, data)}, data=options
+    )
+    _raise_for_error(response)
+    progress.update(task, total=1, completed=1)
+    return response.content
 
 
 def _raise_for_error(response: httpx.Response) -> None:

@@ -27,6 +27,7 @@ import aiohttp
 from rich.progress import Progress
 from rich.table import Table
 
+from tolk import sse
 from tolk.bench.run import progress_callback
 from tolk.bench.scrape import TimelineSampler
 from tolk.bench.stats import percentile
@@ -52,13 +53,10 @@ async def _segments(session: aiohttp.ClientSession, item: WorkItem) -> tuple[flo
     async with session.post("/translate", json={**item.body(), "stream": True}) as response:
         if response.status != 200:
             raise RuntimeError(f"HTTP {response.status}: {(await response.text())[:300]}")
-        name = ""
-        async for raw in response.content:
-            line = raw.decode().rstrip("\n")
-            if line.startswith("event: "):
-                name = line[len("event: ") :]
-            elif line.startswith("data: ") and name == "segment":
-                segments.append(json.loads(line[len("data: ") :])["text"])
+        lines = (raw.decode() async for raw in response.content)
+        async for name, data in sse.events(lines):
+            if name == "segment":
+                segments.append(data["text"])
     return time.perf_counter() - started, segments
 
 

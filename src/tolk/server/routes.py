@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
-import json
 from collections.abc import AsyncIterator, Callable, Coroutine
 from pathlib import PurePath
 from typing import Annotated, Any, TypeVar
@@ -15,6 +14,7 @@ from fastapi.responses import JSONResponse, StreamingResponse
 from prometheus_client import CONTENT_TYPE_LATEST
 from starlette.datastructures import MutableHeaders
 
+from tolk import sse
 from tolk.engine import ModelPool
 from tolk.errors import ClientDisconnected, Overloaded, TolkError
 from tolk.server.errors import error_body, error_response, request_id_of
@@ -186,7 +186,7 @@ async def _stream(
                     return
                 if name == "error":
                     data = error_body(data, request_id_of(request))
-                yield f"event: {name}\ndata: {json.dumps(data, ensure_ascii=False)}\n\n"
+                yield sse.event(name, data)
                 if name in ("done", "error"):
                     return
                 item = await events.get()
