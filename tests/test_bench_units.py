@@ -107,6 +107,13 @@ def test_jsonl_workload(tmp_path: Path) -> None:
     path.write_text('{"text": "Hi"}\n')
     with pytest.raises(ValueError, match=r"mine.jsonl:1"):
         from_jsonl(path)
+    path.write_text(
+        '{"text": "# Hi", "source_lang": "en", "target_lang": "de", "format": "markdown"}\n'
+    )
+    assert load(str(path)).items[0].body()["format"] == "markdown"
+    path.write_text('{"text": "Hi", "source_lang": "en", "target_lang": "de", "format": "pdf"}\n')
+    with pytest.raises(ValueError, match=r"mine.jsonl:1.*format"):
+        from_jsonl(path)
     with pytest.raises(ValueError, match="unknown workload"):
         load("nonsense")
 

@@ -177,7 +177,7 @@ def cost(workload: Workload, tokenizer_path: Path | None, rounds: int = 5) -> li
         best = float("inf")
         for _ in range(rounds):
             started = time.perf_counter()
-            plan = DocumentPlan([parse(item.format, item.text, cut)], cut, lambda m: True)  # type: ignore[arg-type]
+            plan = DocumentPlan([parse(item.format, item.text, cut)], cut, lambda m: True)
             done = {s: Done(s, 0, 0, 0) for s in plan.first}
             done |= {s: Done(s, 0, 0, 0) for s in plan.restore(done)}
             plan.render(done)

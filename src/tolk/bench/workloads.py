@@ -25,6 +25,8 @@ from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
 
+from tolk.translation.formats import FORMATS, Format
+
 WORDS_PER_TOKEN = 0.75
 BUILTIN = ("uniform", "variable", "articles", "documents")
 
@@ -34,7 +36,7 @@ class WorkItem:
     text: str
     source_lang: str
     target_lang: str
-    format: str = "text"
+    format: Format = "text"
 
     def body(self) -> dict[str, str]:
         body = {"text": self.text, "source_lang": self.source_lang, "target_lang": self.target_lang}
@@ -150,12 +152,16 @@ def from_jsonl(path: Path) -> Workload:
             continue
         try:
             data = json.loads(line)
+            fmt = data.get("format", "text")
+            if fmt not in FORMATS:
+                raise ValueError(f"format must be one of {', '.join(FORMATS)}, not {fmt!r}")
             items.append(
-                WorkItem(str(data["text"]), str(data["source_lang"]), str(data["target_lang"]))
+                WorkItem(str(data["text"]), str(data["source_lang"]), str(data["target_lang"]), fmt)
             )
-        except (json.JSONDecodeError, KeyError, TypeError) as exc:
+        except (json.JSONDecodeError, KeyError, TypeError, ValueError) as exc:
             raise ValueError(
-                f'{path}:{number}: expected {{"text", "source_lang", "target_lang"}}: {exc}'
+                f'{path}:{number}: expected {{"text", "source_lang", "target_lang"}} '
+                f"(and optionally format): {exc}"
             ) from exc
     return Workload(path.stem, tuple(items))
 
