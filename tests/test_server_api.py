@@ -502,3 +502,16 @@ async def test_glossaries_and_protected_terms(client: httpx.AsyncClient) -> None
     wrong_pair = {**unknown, "glossary_id": "product", "target_lang": "fr"}
     error = assert_error(await client.post("/translate", json=wrong_pair), 400, "unknown_glossary")
     assert "en>de" in error["message"]
+
+
+async def test_tag_handling_keeps_weblates_placeholders(client: httpx.AsyncClient) -> None:
+    text = 'Click <x id="1"></x> to save &amp; <b>close</b> the &lt;file&gt;.'
+    body = {"text": text, "source_lang": "en", "target_lang": "de", "tag_handling": "xml"}
+    response = await client.post("/translate", json=body)
+    assert response.status_code == 200, response.text
+    translation: str = response.json()["translation"]
+    assert '<x id="1"></x>' in translation
+    assert translation.count("<b>") == translation.count("</b>") == 1
+    conflict = {**body, "format": "markdown"}
+    error = assert_error(await client.post("/translate", json=conflict), 422, "invalid_request")
+    assert "tag_handling" in error["message"]

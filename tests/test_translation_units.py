@@ -4,6 +4,7 @@ import asyncio
 
 import pytest
 
+from tests.helpers import TextMaker
 from tolk.translation.service import output_budget, run_all
 
 
@@ -45,3 +46,25 @@ async def test_run_all_cancels_the_rest_on_first_failure() -> None:
     with pytest.raises(KeyError, match="boom"):
         await run_all([slow(), fail()])
     assert cancelled.is_set()
+
+
+def test_each_segments_prompt_carries_exactly_its_glossary_terms(texts: TextMaker) -> None:
+    from tolk.config import ModelSettings
+    from tolk.languages import lang
+    from tolk.translation.glossary import Glossary
+    from tolk.translation.service import plan_job
+
+    glossary = Glossary({"batch": "Stapel", "queue": "Warteschlange", "GPU": "Grafikkarte"})
+    settings = ModelSettings(name="m", path="x", languages=["en", "de"])
+    for segment, expected in (
+        ("The batch waits in the queue.", ['"batch" as "Stapel"', '"queue" as "Warteschlange"']),
+        ("Nothing of the kind here.", []),
+        ("A GPU.", ['"GPU" as "Grafikkarte"']),
+    ):
+        terms = glossary.terms(segment)
+        job = plan_job(settings, texts.tokenizer, 4096, 0, segment, lang("en"), lang("de"), terms)
+        prompt = texts.tokenizer.decode(job.prompt_ids)
+        for term in ("batch", "queue", "GPU"):
+            mentioned = f'"{term}" as' in prompt
+            assert mentioned == any(e.startswith(f'"{term}"') for e in expected), (segment, term)
+        assert all(e in prompt for e in expected)

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from tolk.translation.formats import Format
 from tolk.translation.segment import SplitMode
@@ -43,6 +43,11 @@ class TranslateRequest(BaseModel):
         "(each line; a long line at sentence boundaries), 'paragraphs' (blank-line "
         "separated; list items apart), 'none' (each text whole).",
     )
+    tag_handling: Literal["html", "xml"] | None = Field(
+        None,
+        description="As DeepL's: the text is markup (HTML, or XML such as Weblate's "
+        '`<x id="1"></x>`); the same as `format: html`, which keeps every tag as written.',
+    )
     glossary: dict[str, str] | None = Field(
         None,
         description="Term translations, source term -> target term: the terms found in a "
@@ -70,6 +75,16 @@ class TranslateRequest(BaseModel):
         "(text nodes and alt/title/placeholder/aria-label translated, every tag kept; also "
         "XML-ish markup).",
     )
+
+    @model_validator(mode="after")
+    def _tag_handling_is_html(self) -> TranslateRequest:
+        if self.tag_handling is not None:
+            if self.format not in ("text", "html"):
+                raise ValueError(
+                    f"tag_handling is for markup; it cannot go with format {self.format}"
+                )
+            self.format = "html"
+        return self
 
 
 class Usage(BaseModel):
