@@ -1,5 +1,5 @@
 """Command-line entry points: `tolk serve`, `tolk translate`, `tolk make-test-model`,
-`tolk bench`, `tolk tune`, `tolk proxy`."""
+`tolk bench`, `tolk tune`, `tolk proxy`, `tolk keys`."""
 
 from __future__ import annotations
 
@@ -23,11 +23,13 @@ app = typer.Typer(
 
 def _add_subcommands() -> None:
     from tolk.bench.cli import app as bench_app
+    from tolk.keys_cli import app as keys_app
     from tolk.proxy.cli import proxy_command
     from tolk.translate_cli import translate_command
     from tolk.tune.cli import tune_command
 
     app.add_typer(bench_app, name="bench")
+    app.add_typer(keys_app, name="keys")
     app.command("translate")(translate_command)
     app.command("tune")(tune_command)
     app.command("proxy")(proxy_command)

@@ -156,6 +156,11 @@ class ServerSettings(_Strict):
     shutdown_grace: float = Field(
         20.0, ge=0, description="On SIGTERM, how long in-flight requests may run before 503."
     )
+    document_timeout: float = Field(
+        600.0,
+        gt=0,
+        description="Deadline of a document translated in the background (DeepL's /v2/document).",
+    )
     log_level: Literal["critical", "error", "warning", "info", "debug"] = "info"
 
 
@@ -167,8 +172,48 @@ class GlossarySettings(_Strict):
     entries: dict[str, str] = Field(min_length=1, description="Source term -> target term.")
 
 
+class AccessSettings(_Strict):
+    """API keys, rates and quotas (tolk.server.access). Keys are made with `tolk keys add`."""
+
+    db: Path | None = Field(
+        None,
+        description="The SQLite file of keys, usage and API-made glossaries; none: kept in "
+        "memory (no keys, glossaries lost at restart).",
+    )
+    require_key: bool = Field(False, description="Refuse requests that send no key.")
+    anonymous_rate: str | None = Field(
+        None, description="Request rate for callers without a key, e.g. '20/second'."
+    )
+
+    @field_validator("anonymous_rate")
+    @classmethod
+    def _valid_rate(cls, value: str | None) -> str | None:
+        return valid_rate(value)
+
+
+def valid_rate(value: str | None) -> str | None:
+    """A rate in the `limits` notation ('10/second', '100 per minute'), or ValueError."""
+    if value is not None:
+        import limits
+
+        try:
+            limits.parse(value)
+        except ValueError as exc:
+            raise ValueError(f"'{value}' is not a rate; write it like '10/second'") from exc
+    return value
+
+
+class DeeplSettings(_Strict):
+    model_types: dict[Literal["quality_optimized", "latency_optimized"], str] = Field(
+        default_factory=dict,
+        description="DeepL's model_type mapped to a configured model's name; unmapped: ignored.",
+    )
+
+
 class TolkConfig(_Strict):
     server: ServerSettings = ServerSettings()
+    access: AccessSettings = AccessSettings()
+    deepl: DeeplSettings = DeeplSettings()
     models: tuple[ModelSettings, ...] = Field(min_length=1)
     glossaries: dict[str, GlossarySettings] = Field(
         default_factory=dict, description="Named glossaries, by the id requests give."
@@ -223,11 +268,16 @@ def env_overrides(environ: Mapping[str, str]) -> list[tuple[list[str], Any]]:
 
 
 def _resolve_paths(data: dict[str, Any], base: Path) -> None:
-    """Model paths starting with ./ or ../ are relative to the config file."""
+    """Model paths and the access db starting with ./ or ../ are relative to the config file."""
     for model in data.get("models") or []:
         path = model.get("path") if isinstance(model, dict) else None
         if isinstance(path, str) and re.match(r"^\.\.?/", path):
             model["path"] = str((base / path).resolve())
+    access = data.get("access")
+    if isinstance(access, dict):
+        db = access.get("db")
+        if isinstance(db, str) and re.match(r"^\.\.?/", db):
+            access["db"] = str((base / db).resolve())
 
 
 def build_config(

@@ -79,5 +79,36 @@ class DeadlineExceeded(TolkError):
     status = 504
 
 
+class KeyRequired(TolkError):
+    code = "key_required"
+    status = 401
+
+
+class InvalidKey(TolkError):
+    code = "invalid_key"
+    status = 403
+
+
+class RateLimited(TolkError):
+    code = "rate_limited"
+    status = 429
+
+    def __init__(self, message: str, retry_after: float = 1.0, **details: Any) -> None:
+        super().__init__(message, **details)
+        self.retry_after = retry_after
+
+
+class QuotaExceeded(TolkError):
+    """A key's characters for the period are spent (DeepL answers 456 for this)."""
+
+    code = "quota_exceeded"
+    status = 429
+
+
+class NotFound(TolkError):
+    code = "not_found"
+    status = 404
+
+
 class ClientDisconnected(Exception):
     """The client went away; nothing can be sent. Not a TolkError: no response is written."""

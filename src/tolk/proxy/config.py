@@ -32,7 +32,7 @@ class HealthSettings(_Strict):
     rise: int = Field(2, ge=1, description="Consecutive passes to mark a down upstream up.")
     fall: int = Field(2, ge=1, description="Consecutive failures to mark an up upstream down.")
     discovery_interval: float = Field(
-        10.0, gt=0, description="Seconds between refreshes of each upstream's /languages."
+        10.0, gt=0, description="Seconds between refreshes of each upstream's /models."
     )
     load_interval: float = Field(
         1.0, gt=0, description="Seconds between scrapes of queue depth and KV cache use."

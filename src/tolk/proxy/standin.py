@@ -1,6 +1,6 @@
 """A stand-in upstream for the proxy's benchmarks and fault tests: NOT a translation server.
 
-It speaks enough of tolk's API (/translate, /ready, /languages, /metrics) for the proxy, and
+It speaks enough of tolk's API (/translate, /ready, /models, /metrics) for the proxy, and
 behaves in exactly the way it is told: it holds each request a fixed time under a fixed
 concurrency cap (a server of known capacity, which two real engines on a 2-core machine are
 not), or fails in a chosen way (slow, 500s, connection resets, 503 overload or shutting
@@ -148,7 +148,7 @@ class StandIn:
                 web.post("/translate", self.translate),
                 web.get("/ready", self.ready),
                 web.get("/health", self.ready),
-                web.get("/languages", self.languages),
+                web.get("/models", self.languages),
                 web.get("/metrics", self.metrics),
                 web.get("/_standin", self.control),
                 web.post("/_standin", self.control),

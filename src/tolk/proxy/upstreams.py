@@ -1,4 +1,4 @@
-"""The proxy's view of its upstreams: what each serves (from its /languages), whether it is
+"""The proxy's view of its upstreams: what each serves (from its /models), whether it is
 healthy (active /ready checks with rise/fall thresholds, plus a passive circuit breaker fed
 by real requests), and how loaded it is (the proxy's own outstanding count, plus queue depth
 and KV cache use scraped from its /metrics)."""
@@ -90,7 +90,7 @@ class CircuitBreaker:
 
 @dataclass(frozen=True)
 class ModelInfo:
-    """One model of an upstream, as its /languages describes it."""
+    """One model of an upstream, as its /models describes it."""
 
     name: str
     coverage: LanguageCoverage
@@ -328,7 +328,7 @@ class UpstreamPool:
     # -- checks ----------------------------------------------------------------------------
 
     async def check(self, upstream: Upstream) -> None:
-        """One active check of /ready; discovery of /languages when due."""
+        """One active check of /ready; discovery of /models when due."""
         timeout = aiohttp.ClientTimeout(total=self.config.health.timeout)
         try:
             async with self.session.get(f"{upstream.url}/ready", timeout=timeout) as response:
@@ -349,7 +349,7 @@ class UpstreamPool:
     async def discover(self, upstream: Upstream) -> None:
         timeout = aiohttp.ClientTimeout(total=self.config.health.timeout * 2)
         try:
-            async with self.session.get(f"{upstream.url}/languages", timeout=timeout) as response:
+            async with self.session.get(f"{upstream.url}/models", timeout=timeout) as response:
                 data = await response.json()
             infos = [ModelInfo.from_languages(m) for m in data["models"]]
             models = {info.name: info for info in infos}
@@ -358,7 +358,7 @@ class UpstreamPool:
                 upstream.models = models
                 self._routes.clear()
         except (aiohttp.ClientError, TimeoutError, OSError, ValueError, KeyError) as exc:
-            log.warning("discovery of %s/languages failed: %s", upstream.url, exc)
+            log.warning("discovery of %s/models failed: %s", upstream.url, exc)
 
     async def scrape_load(self, upstream: Upstream) -> None:
         timeout = aiohttp.ClientTimeout(total=self.config.health.timeout)

@@ -11,11 +11,20 @@ import time
 from collections.abc import AsyncIterator
 
 from fastapi import FastAPI
+from fastapi.staticfiles import StaticFiles
 
 import tolk
 from tolk import languages
+from tolk.compat import deepl, libretranslate
+from tolk.compat.dispatch import ApiDispatch
+from tolk.compat.documents import DocumentStore
 from tolk.config import TolkConfig
+from tolk.detect import Detector
 from tolk.engine import EngineMetrics, ModelPool
+from tolk.keys import KeyStore
+from tolk.server import web
+from tolk.server.access import Access
+from tolk.server.calls import Calls
 from tolk.server.errors import install_error_handlers
 from tolk.server.lifecycle import Lifecycle
 from tolk.server.metrics import CONCURRENCY_SAMPLE_INTERVAL, ServiceMetrics
@@ -61,24 +70,35 @@ def create_app(config: TolkConfig) -> FastAPI:
     engine_metrics = EngineMetrics()
     metrics = ServiceMetrics(engine_metrics)
     lifecycle = Lifecycle(config.server.shutdown_grace)
+    store = KeyStore(config.access.db)
+    access = Access(store, config.access.require_key, config.access.anonymous_rate)
+    documents = DocumentStore()
 
     @contextlib.asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         begun = time.monotonic()
         pool = ModelPool.start(config.models, engine_metrics)
         app.state.pool = pool
-        app.state.translator = Translator(
+        glossaries = {
+            name: NamedGlossary(g.source_lang, g.target_lang, g.entries)
+            for name, g in config.glossaries.items()
+        }
+        # Glossaries made through DeepL's API, kept in the key store.
+        glossaries |= {
+            g.id: NamedGlossary(g.source_lang, g.target_lang, g.entries) for g in store.glossaries()
+        }
+        translator = Translator(
             pool,
             Limits(
                 config.server.max_request_chars,
                 config.server.max_texts,
                 config.server.max_file_chars,
             ),
-            {
-                name: NamedGlossary(g.source_lang, g.target_lang, g.entries)
-                for name, g in config.glossaries.items()
-            },
+            glossaries,
+            Detector(t for e in pool.engines for t in e.settings.coverage.tags()),
         )
+        app.state.translator = translator
+        app.state.calls = Calls(config, translator, lifecycle, metrics, access)
         background = [
             asyncio.create_task(watch_engines(pool, metrics)),
             asyncio.create_task(sample_concurrency(pool, metrics)),
@@ -101,7 +121,9 @@ def create_app(config: TolkConfig) -> FastAPI:
             for task in background:
                 task.cancel()
             await asyncio.gather(*background, return_exceptions=True)
+            await documents.close()
             pool.shutdown()
+            store.close()
             log.info("engines shut down")
 
     app = FastAPI(
@@ -113,13 +135,20 @@ def create_app(config: TolkConfig) -> FastAPI:
     app.state.config = config
     app.state.metrics = metrics
     app.state.lifecycle = lifecycle
+    app.state.documents = documents
     install_error_handlers(app)
     app.include_router(router)
+    app.include_router(deepl.router)
+    app.include_router(libretranslate.router)
+    app.include_router(web.router)
+    app.mount("/static", StaticFiles(packages=[("tolk.server", "static")]), name="static")
     # add_middleware wraps: the last added is outermost.
+    file_bytes = int(config.server.max_file_bytes)
     app.add_middleware(
         BodySizeLimit,
         max_bytes=int(config.server.max_body_bytes),
-        per_path={"/translate/file": int(config.server.max_file_bytes)},
+        per_path=dict.fromkeys(("/translate/file", "/v2/document", "/translate_file"), file_bytes),
     )
+    app.add_middleware(ApiDispatch, max_peek=int(config.server.max_body_bytes))
     app.add_middleware(RequestAccounting, metrics=metrics)
     return app

@@ -9,7 +9,7 @@ from __future__ import annotations
 import logging
 import math
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, Literal
 
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
@@ -28,6 +28,39 @@ _HTTP_CODES = {
 }
 
 
+Api = Literal["tolk", "deepl", "libretranslate"]
+
+# The drop-in APIs answer errors as their clients expect: DeepL `{"message"}` with its
+# statuses (456 for a spent quota; 429, which its clients retry, for overload), and
+# LibreTranslate `{"error": "..."}` with 400/403/429 (its clients read 403 as "quota").
+_DEEPL_STATUS = {
+    "invalid_request": 400,
+    "unsupported_file_type": 400,
+    "key_required": 403,
+    "invalid_key": 403,
+    "overloaded": 429,
+    "rate_limited": 429,
+    "quota_exceeded": 456,
+}
+_LIBRETRANSLATE_STATUS = {
+    "invalid_request": 400,
+    "payload_too_large": 400,
+    "unsupported_file_type": 400,
+    "key_required": 400,
+    "invalid_key": 403,
+    "quota_exceeded": 403,
+    "overloaded": 429,
+    "rate_limited": 429,
+}
+
+
+def api_of(scope: Any) -> Api:
+    """Which API a request spoke (set by tolk.compat.dispatch.ApiDispatch)."""
+    state = scope.get("state", {}) if isinstance(scope, dict) else {}
+    api: Api = state.get("api", "tolk")
+    return api
+
+
 def error_response(
     status: int,
     code: str,
@@ -36,14 +69,25 @@ def error_response(
     request_id: str | None = None,
     retry_after: float | None = None,
     headers: dict[str, str] | None = None,
+    api: Api = "tolk",
     **details: Any,
 ) -> JSONResponse:
-    body: dict[str, Any] = {"code": code, "message": message, **details}
-    if request_id:
-        body["request_id"] = request_id
     all_headers = dict(headers or {})
     if retry_after is not None:
         all_headers["Retry-After"] = str(max(1, math.ceil(retry_after)))
+    if api == "deepl":
+        status = _DEEPL_STATUS.get(code, 400 if status == 422 else status)
+        return JSONResponse(
+            {"message": message, "code": code}, status_code=status, headers=all_headers
+        )
+    if api == "libretranslate":
+        status = _LIBRETRANSLATE_STATUS.get(code, 400 if status == 422 else status)
+        if status == 429:
+            message = f"Slowdown: {message}"
+        return JSONResponse({"error": message}, status_code=status, headers=all_headers)
+    body: dict[str, Any] = {"code": code, "message": message, **details}
+    if request_id:
+        body["request_id"] = request_id
     return JSONResponse({"error": body}, status_code=status, headers=all_headers)
 
 
@@ -93,6 +137,7 @@ async def _tolk_error(request: Request, exc: Exception) -> JSONResponse:
         exc.message,
         request_id=request_id_of(request),
         retry_after=exc.retry_after,
+        api=api_of(request.scope),
         **exc.details,
     )
 
@@ -106,6 +151,7 @@ async def _validation_error(request: Request, exc: Exception) -> JSONResponse:
         "invalid_request",
         f"the request body is not valid: {summary}",
         request_id=request_id_of(request),
+        api=api_of(request.scope),
         problems=problems,
     )
 
@@ -124,6 +170,7 @@ async def _http_error(request: Request, exc: Exception) -> JSONResponse:
         message,
         request_id=request_id_of(request),
         headers=dict(exc.headers or {}),
+        api=api_of(request.scope),
     )
 
 
@@ -134,6 +181,7 @@ async def _unexpected(request: Request, exc: Exception) -> JSONResponse:
         "internal_error",
         "the server failed to handle this request; it has been logged with the request id",
         request_id=request_id_of(request),
+        api=api_of(request.scope),
     )
 
 

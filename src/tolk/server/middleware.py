@@ -13,7 +13,7 @@ from typing import Any
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from tolk.server.errors import error_response
+from tolk.server.errors import api_of, error_response
 from tolk.server.metrics import ServiceMetrics
 
 # Status recorded when the client went away before a response (nginx's convention).
@@ -90,6 +90,7 @@ class BodySizeLimit:
             request_id=scope.get("state", {}).get("request_id"),
             limit=limit,
             headers={"Connection": "close"},
+            api=api_of(scope),
         )
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:

@@ -16,13 +16,19 @@ from starlette.datastructures import MutableHeaders
 
 from tolk import sse
 from tolk.engine import ModelPool
-from tolk.errors import ClientDisconnected, Overloaded, TolkError
+from tolk.errors import TolkError
+from tolk.server.access import Caller
+from tolk.server.calls import Calls, bearer_key
 from tolk.server.errors import error_body, error_response, request_id_of
 from tolk.server.lifecycle import Lifecycle
 from tolk.server.metrics import ServiceMetrics
 from tolk.server.middleware import CLIENT_CLOSED
 from tolk.server.schemas import (
     ERROR_RESPONSES,
+    Candidate,
+    Detected,
+    DetectRequest,
+    DetectResponse,
     ErrorResponse,
     HealthResponse,
     LanguagesResponse,
@@ -34,13 +40,9 @@ from tolk.server.schemas import (
 )
 from tolk.translation import Translation, Translator
 from tolk.translation.files import FILE_TYPES, file_type, translate_file
+from tolk.translation.prompts import Instructions
 from tolk.translation.segment import SplitMode
 from tolk.translation.service import GlossaryRequest, SegmentDone
-
-
-async def _translator(request: Request) -> Translator:
-    translator: Translator = request.app.state.translator
-    return translator
 
 
 async def _pool(request: Request) -> ModelPool:
@@ -58,12 +60,23 @@ async def _metrics(request: Request) -> ServiceMetrics:
     return metrics
 
 
+async def _calls(request: Request) -> Calls:
+    calls: Calls = request.app.state.calls
+    return calls
+
+
+async def _caller(request: Request) -> Caller:
+    calls: Calls = request.app.state.calls
+    return calls.access.caller(bearer_key(request))
+
+
 # Accessors are `async def`: FastAPI runs plain `def` dependencies in a thread pool, a thread
 # hand-off per request that showed up as tens of milliseconds of overhead under load.
-TranslatorDep = Annotated[Translator, Depends(_translator)]
 PoolDep = Annotated[ModelPool, Depends(_pool)]
 LifecycleDep = Annotated[Lifecycle, Depends(_lifecycle)]
 MetricsDep = Annotated[ServiceMetrics, Depends(_metrics)]
+CallsDep = Annotated[Calls, Depends(_calls)]
+CallerDep = Annotated[Caller, Depends(_caller)]
 
 router = APIRouter()
 T = TypeVar("T")
@@ -78,26 +91,30 @@ RequestTimeout = Annotated[
     response_model=TranslateResponse,
     responses=ERROR_RESPONSES,
     summary="Translate a text or a list of texts",
+    description="tolk's own API. A LibreTranslate client's request to this path (its body "
+    "has `q`, or is a form) is answered by LibreTranslate's /translate: see "
+    "`/libretranslate/translate`.",
 )
 async def translate(
     body: TranslateRequest,
     request: Request,
     response: Response,
-    translator: TranslatorDep,
-    lifecycle: LifecycleDep,
-    metrics: MetricsDep,
+    calls: CallsDep,
+    caller: CallerDep,
     x_request_timeout: RequestTimeout = None,
 ) -> TranslateResponse | Response:
-    lifecycle.refuse_if_draining()
     texts = [body.text] if isinstance(body.text, str) else body.text
-    deadline = _deadline(request, x_request_timeout)
+    deadline = calls.deadline(x_request_timeout)
+    characters = sum(len(t) for t in texts)
     if body.stream:
-        return await _stream(body, texts, deadline, request, translator, lifecycle, metrics)
-    result = await _guarded(request, lifecycle, metrics, _work(translator, body, texts, deadline))
+        return await _stream(body, texts, deadline, request, calls, caller)
+    result = await calls.run(
+        request, caller, characters, lambda: _work(calls.translator, body, texts, deadline)
+    )
     if result is None:
         # Nobody is listening; the engine requests have been aborted.
         return Response(status_code=CLIENT_CLOSED)
-    _record(request, response.headers, metrics, result, len(texts))
+    calls.record(request, response.headers, result, len(texts))
     return _response(body, result)
 
 
@@ -121,16 +138,28 @@ def _work(
         glossary=GlossaryRequest(
             body.glossary or {}, body.glossary_id, body.do_not_translate or ()
         ),
+        instructions=Instructions.of(body.formality, body.context, body.instructions or ()),
     )
 
 
 def _response(body: TranslateRequest, result: Translation) -> TranslateResponse:
     usage = result.usage
+    detected = [
+        Detected(
+            language=d.language,
+            confidence=d.confidence,
+            reliable=d.reliable,
+            candidates=[Candidate(language=c, confidence=p) for c, p in d.candidates],
+        )
+        for d in result.detections
+    ]
+    single = isinstance(body.text, str)
     return TranslateResponse(
-        translation=result.texts[0] if isinstance(body.text, str) else result.texts,
+        translation=result.texts[0] if single else result.texts,
         source_lang=result.source.tag,
         target_lang=result.target.tag,
         model=result.model,
+        detected=(detected[0] if single else detected) if detected else None,
         usage=Usage(
             prompt_tokens=usage.prompt_tokens,
             completion_tokens=usage.completion_tokens,
@@ -146,28 +175,32 @@ async def _stream(
     texts: list[str],
     deadline: float,
     request: Request,
-    translator: Translator,
-    lifecycle: Lifecycle,
-    metrics: ServiceMetrics,
+    calls: Calls,
+    caller: Caller,
 ) -> Response:
     """`stream: true`: Server-Sent Events. Failures before the first segment (validation,
     limits, admission) are ordinary error responses; later ones an `error` event."""
     events: asyncio.Queue[tuple[str, Any]] = asyncio.Queue()
+    characters = sum(len(t) for t in texts)
 
     def on_segment(segment: SegmentDone) -> None:
         events.put_nowait(("segment", dataclasses.asdict(segment)))
 
     async def produce() -> None:
-        work = _work(translator, body, texts, deadline, on_segment)
         try:
-            result = await _guarded(request, lifecycle, metrics, work)
+            result = await calls.run(
+                request,
+                caller,
+                characters,
+                lambda: _work(calls.translator, body, texts, deadline, on_segment),
+            )
         except TolkError as exc:
             events.put_nowait(("error", exc))
             return
         if result is None:
             events.put_nowait(("gone", None))
             return
-        _record(request, MutableHeaders(), metrics, result, len(texts))
+        calls.record(request, MutableHeaders(), result, len(texts))
         events.put_nowait(("done", _response(body, result).model_dump()))
 
     producer = asyncio.create_task(produce())
@@ -200,6 +233,31 @@ async def _stream(
 
 
 @router.post(
+    "/detect",
+    response_model=DetectResponse,
+    responses=ERROR_RESPONSES,
+    summary="Detect the language of a text or a list of texts",
+    description="Among the languages this server's models serve. A text with no letters "
+    "gives the fallback language (default en) with confidence 0; a short or mixed one its "
+    "best guess with `reliable: false`. A LibreTranslate client's request (`q`) is answered "
+    "by `/libretranslate/detect`.",
+)
+async def detect(body: DetectRequest, calls: CallsDep, caller: CallerDep) -> DetectResponse:
+    texts = [body.text] if isinstance(body.text, str) else body.text
+    calls.admit(caller, 0)
+    found = [
+        Detected(
+            language=d.language,
+            confidence=d.confidence,
+            reliable=d.reliable,
+            candidates=[Candidate(language=c, confidence=p) for c, p in d.candidates],
+        )
+        for d in calls.translator.detect(texts)
+    ]
+    return DetectResponse(detected=found[0] if isinstance(body.text, str) else found)
+
+
+@router.post(
     "/translate/file",
     response_class=Response,
     responses={
@@ -214,80 +272,48 @@ async def _stream(
 )
 async def translate_file_route(
     request: Request,
-    translator: TranslatorDep,
-    lifecycle: LifecycleDep,
-    metrics: MetricsDep,
+    calls: CallsDep,
+    caller: CallerDep,
     file: Annotated[UploadFile, File(description="The file; its extension gives its type.")],
-    source_lang: Annotated[str, Form(min_length=1, max_length=64)],
     target_lang: Annotated[str, Form(min_length=1, max_length=64)],
+    source_lang: Annotated[
+        str | None, Form(max_length=64, description="Omitted or 'auto': detected.")
+    ] = None,
     model: Annotated[str | None, Form()] = None,
     split: Annotated[SplitMode, Form(description="As on /translate.")] = "sentences",
     x_request_timeout: RequestTimeout = None,
 ) -> Response:
-    lifecycle.refuse_if_draining()
     filename = PurePath(file.filename or "").name
     file_type(filename)  # 415 before the upload is read
     data = await file.read()
-    work = translate_file(
-        translator,
-        filename,
-        data,
-        source_lang,
-        target_lang,
-        model,
-        _deadline(request, x_request_timeout),
-        split,
+    deadline = calls.deadline(x_request_timeout)
+    result = await calls.run(
+        request,
+        caller,
+        0,
+        lambda: translate_file(
+            calls.translator, filename, data, source_lang, target_lang, model, deadline, split
+        ),
+        charged=lambda done: done.translation.usage.characters,
     )
-    result = await _guarded(request, lifecycle, metrics, work)
     if result is None:
         return Response(status_code=CLIENT_CLOSED)
     response = Response(result.content, media_type=result.media_type)
     response.headers["Content-Disposition"] = f"attachment; filename*=UTF-8''{quote(filename)}"
     response.headers["X-Tolk-Segments"] = str(result.translation.usage.segments)
-    _record(request, response.headers, metrics, result.translation, 1)
+    if result.translation.detections:
+        response.headers["X-Tolk-Detected-Source-Lang"] = result.translation.source.tag
+    calls.record(request, response.headers, result.translation, 1)
     return response
 
 
-def _deadline(request: Request, requested: float | None) -> float:
-    limit: float = request.app.state.config.server.request_timeout
-    return min(limit, requested) if requested else limit
-
-
-async def _guarded(
-    request: Request, lifecycle: Lifecycle, metrics: ServiceMetrics, work: Coroutine[Any, Any, T]
-) -> T | None:
-    """The work under the lifecycle's guard (drain, client disconnect); None when the
-    client went away."""
-    try:
-        return await lifecycle.guard(request, work)
-    except Overloaded as exc:
-        metrics.rejections.labels(str(exc.details.get("model", ""))).inc()
-        raise
-    except ClientDisconnected:
-        return None
-
-
-def _record(
-    request: Request,
-    headers: MutableHeaders,
-    metrics: ServiceMetrics,
-    result: Translation,
-    texts: int,
-) -> None:
-    request.state.engine_seconds = result.engine_seconds
-    request.state.model = result.model
-    # W3C Server-Timing: lets a client tell engine time from everything else.
-    headers["Server-Timing"] = f"engine;dur={result.engine_seconds * 1000:.3f}"
-    metrics.texts.labels(result.model).inc(texts)
-    metrics.characters.labels(result.model).inc(result.usage.characters)
-    pair = f"{result.source.tag}>{result.target.tag}"
-    for source_tokens, output_tokens in result.lengths:
-        metrics.source_tokens.labels(result.model, pair).observe(source_tokens)
-        metrics.output_tokens.labels(result.model, pair).observe(output_tokens)
-
-
-@router.get("/languages", response_model=LanguagesResponse, summary="Pairs each model serves")
-async def languages(pool: PoolDep) -> LanguagesResponse:
+@router.get(
+    "/models",
+    response_model=LanguagesResponse,
+    summary="Each model: the languages and pairs it serves",
+    description="tolk's own listing (LibreTranslate's `/languages` is served at its path).",
+)
+async def models(pool: PoolDep) -> LanguagesResponse:
     return LanguagesResponse(
         models=[
             ModelLanguages(

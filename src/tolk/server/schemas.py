@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from tolk.translation.formats import Format
 from tolk.translation.segment import SplitMode
@@ -30,8 +30,11 @@ class TranslateRequest(BaseModel):
     text: str | list[str] = Field(
         description="A text, or a list of texts translated independently and returned in order."
     )
-    source_lang: str = Field(
-        min_length=1, max_length=64, description="BCP-47 or ISO 639 code: en, en-US, eng."
+    source_lang: str | None = Field(
+        None,
+        max_length=64,
+        description="BCP-47 or ISO 639 code: en, en-US, eng. Omitted or 'auto': each text's "
+        "language is detected (see `detected` in the response).",
     )
     target_lang: str = Field(min_length=1, max_length=64)
     model: str | None = Field(
@@ -68,6 +71,24 @@ class TranslateRequest(BaseModel):
         "with this endpoint's usual response (or `error` with the error shape). A client "
         "that disconnects stops the rest.",
     )
+    formality: Literal["default", "more", "less", "prefer_more", "prefer_less"] = Field(
+        "default",
+        description="As DeepL's: a formal or informal register, asked of the model in its "
+        "prompt. 'more'/'less' fail (400) where the model's prompt format takes no "
+        "instructions or the target has no registers; 'prefer_' ones are then ignored.",
+    )
+    context: str | None = Field(
+        None,
+        max_length=4000,
+        description="Text the translation should fit (e.g. the surrounding paragraph): given "
+        "to the model, not translated, not counted.",
+    )
+    instructions: list[str] | None = Field(
+        None,
+        max_length=10,
+        description="Free instructions to the model ('use British spelling'), at most 10 of "
+        "300 characters; only for models with instruction prompts (chat, hunyuan-mt, tower).",
+    )
     format: Format = Field(
         "text",
         description="'text' (nothing interpreted), 'markdown' (CommonMark with GFM tables: "
@@ -86,6 +107,35 @@ class TranslateRequest(BaseModel):
             self.format = "html"
         return self
 
+    @field_validator("instructions")
+    @classmethod
+    def _short_instructions(cls, value: list[str] | None) -> list[str] | None:
+        if value and any(len(i) > 300 for i in value):
+            raise ValueError("each instruction is at most 300 characters")
+        return value
+
+
+class Candidate(BaseModel):
+    language: str
+    confidence: float
+
+
+class Detected(BaseModel):
+    language: str = Field(description="A language this server serves (BCP-47), or the fallback.")
+    confidence: float = Field(description="0..1, among the served languages.")
+    reliable: bool = Field(description="False: too short, too mixed, or no letters at all.")
+    candidates: list[Candidate] = Field(default_factory=list, description="Best first, up to 3.")
+
+
+class DetectRequest(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    text: str | list[str] = Field(description="A text, or a list of texts.")
+
+
+class DetectResponse(BaseModel):
+    detected: Detected | list[Detected] = Field(description="Same shape as `text`.")
+
 
 class Usage(BaseModel):
     prompt_tokens: int
@@ -97,9 +147,12 @@ class Usage(BaseModel):
 
 class TranslateResponse(BaseModel):
     translation: str | list[str] = Field(description="Same shape as the request's `text`.")
-    source_lang: str = Field(description="Normalised source language tag.")
+    source_lang: str = Field(description="Normalised source language tag (the first text's).")
     target_lang: str
     model: str
+    detected: Detected | list[Detected] | None = Field(
+        None, description="When the source was detected: per text, same shape as `text`."
+    )
     usage: Usage
 
 

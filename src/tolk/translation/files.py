@@ -7,17 +7,20 @@ request; a .docx is opened with python-docx and its paragraphs become the docume
 
 from __future__ import annotations
 
+import dataclasses
 import io
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import PurePath
 from typing import Literal
 
+from tolk import detect
+from tolk.detect import Detection
 from tolk.errors import InvalidRequest, PayloadTooLarge, TolkError
 from tolk.translation.document import Document
 from tolk.translation.formats import Format, Splitter, parse
 from tolk.translation.segment import SplitMode
-from tolk.translation.service import Translation, Translator
+from tolk.translation.service import Translation, Translator, is_auto
 
 Kind = Format | Literal["docx"]
 DOCX = "application/vnd.openxmlformats-officedocument.wordprocessingml.document"
@@ -72,13 +75,14 @@ class _Opened:
     documents: Callable[[Splitter], Sequence[Document]]
     characters: int
     save: Callable[[list[str]], bytes]
+    sample: str  # text to detect the source language from
 
 
 async def translate_file(
     translator: Translator,
     filename: str,
     data: bytes,
-    source_lang: str,
+    source_lang: str | None,
     target_lang: str,
     model: str | None,
     deadline: float,
@@ -96,6 +100,11 @@ async def translate_file(
             field="file",
             limit=limit,
         )
+    detections: tuple[Detection, ...] = ()
+    if is_auto(source_lang):
+        detections = (translator.detector.detect(opened.sample),)
+        source_lang = detections[0].language
+    assert source_lang is not None
     translation = await translator.translate_documents(
         opened.documents,
         opened.characters,
@@ -105,6 +114,7 @@ async def translate_file(
         deadline,
         split,
     )
+    translation = dataclasses.replace(translation, detections=detections)
     return TranslatedFile(opened.save(translation.texts), kind.media_type, translation)
 
 
@@ -122,6 +132,7 @@ def _open_text(filename: str, data: bytes, fmt: Format) -> _Opened:
         lambda cut: [parse(fmt, text, cut)],
         len(text),
         lambda texts: (bom + texts[0]).encode("utf-8"),
+        text[: detect.MAX_CHARS],
     )
 
 
@@ -148,4 +159,5 @@ def _open_docx(filename: str, data: bytes) -> _Opened:
         document.save(out)
         return out.getvalue()
 
-    return _Opened(lambda cut: docs, sum(len(r.text) for rs in runs for r in rs), save)
+    sample = " ".join(r.text for rs in runs for r in rs)[: detect.MAX_CHARS]
+    return _Opened(lambda cut: docs, sum(len(r.text) for rs in runs for r in rs), save, sample)

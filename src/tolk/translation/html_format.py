@@ -20,6 +20,7 @@ from __future__ import annotations
 import html
 import re
 from collections.abc import Mapping
+from dataclasses import dataclass
 from html.parser import HTMLParser
 from typing import Literal
 
@@ -110,11 +111,32 @@ class _Tokens(HTMLParser):
         self.tokens.append(("other", "![", [], "", self._at()))
 
 
-def _kept(tag: str, attrs: list[tuple[str, str | None]]) -> bool:
+@dataclass(frozen=True)
+class TagRules:
+    """A request's say over tags (DeepL's `ignore_tags`, `splitting_tags`,
+    `non_splitting_tags`): elements kept whole, and which tags break prose into units."""
+
+    ignore: frozenset[str] = frozenset()
+    splitting: frozenset[str] = frozenset()
+    non_splitting: frozenset[str] = frozenset()
+
+    @property
+    def keep(self) -> frozenset[str]:
+        return KEEP | self.ignore
+
+    @property
+    def blocks(self) -> frozenset[str]:
+        return (BLOCKS | self.splitting) - self.non_splitting
+
+
+DEFAULT_RULES = TagRules()
+
+
+def _kept(tag: str, attrs: list[tuple[str, str | None]], keep: frozenset[str]) -> bool:
     values = dict(attrs)
     classes = (values.get("class") or "").split()
     return (
-        tag in KEEP or (values.get("translate") or "").lower() == "no" or "notranslate" in classes
+        tag in keep or (values.get("translate") or "").lower() == "no" or "notranslate" in classes
     )
 
 
@@ -217,8 +239,11 @@ def _partner(
     raise AssertionError("a closing tag without its opening tag")
 
 
-def parse_html(text: str, escape: Escape = escape_text) -> Document:
+def parse_html(
+    text: str, escape: Escape = escape_text, rules: TagRules = DEFAULT_RULES
+) -> Document:
     """`text` as a document; `escape` makes model output text (subtitles bring their own)."""
+    keep, blocks = rules.keep, rules.blocks
     tokens = _Tokens(text).tokens
     ends = [t[4] for t in tokens[1:]] + [len(text)] * bool(tokens)
     builder = _Builder(escape)
@@ -251,14 +276,14 @@ def parse_html(text: str, escape: Escape = escape_text) -> Document:
             else:
                 builder.flush()
                 builder.parts.append(source)
-        elif kind == "start" and _kept(tag, attrs) and tag not in VOID:
-            inline = tag not in BLOCKS and tag not in ("pre", "script", "style", "template")
+        elif kind == "start" and _kept(tag, attrs, keep) and tag not in VOID:
+            inline = tag not in blocks and tag not in ("pre", "script", "style", "template")
             if not inline:
                 builder.flush()
             kept = (tag, 1, start, inline)
-        elif kind in ("start", "startend") and _kept(tag, attrs):  # void: nothing translated
+        elif kind in ("start", "startend") and _kept(tag, attrs, keep):  # void: nothing translated
             builder.run.append(("", builder.tag(source, "other")))
-        elif tag in BLOCKS:
+        elif tag in blocks:
             builder.flush()
             builder.parts.append(builder.tag(source, kind))
         elif kind == "start" and tag not in VOID:

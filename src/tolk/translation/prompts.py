@@ -21,7 +21,7 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any, Literal, Protocol
 
 from tolk.languages import Lang
 
@@ -40,8 +40,65 @@ Prompt = ChatPrompt | CompletionPrompt
 Terms = Sequence[tuple[str, str]]  # glossary entries found in the text: (source, target)
 
 
+@dataclass(frozen=True)
+class Instructions:
+    """What a request asks of the translation besides the text: a register (DeepL's
+    `formality`), context that informs it but is not translated, and free instructions
+    (DeepL's `custom_instructions`). Only formats with an instruction-following prompt take
+    them (INSTRUCTED); the service refuses them, or drops the `prefer_` kind, elsewhere."""
+
+    formality: Literal["more", "less"] | None = None
+    prefer: bool = False  # DeepL's prefer_more/prefer_less: dropped where unsupported
+    context: str | None = None
+    custom: tuple[str, ...] = ()
+
+    def __bool__(self) -> bool:
+        return bool(self.formality or self.context or self.custom)
+
+    @classmethod
+    def of(
+        cls, formality: str = "default", context: str | None = None, custom: Sequence[str] = ()
+    ) -> Instructions:
+        """From DeepL's values: formality default|more|less|prefer_more|prefer_less (DeepL
+        also takes formal/informal, which its clients map to prefer_*)."""
+        value = formality.strip().lower()
+        value = {"formal": "prefer_more", "informal": "prefer_less"}.get(value, value)
+        register = value.removeprefix("prefer_")
+        return cls(
+            formality="more" if register == "more" else "less" if register == "less" else None,
+            prefer=value.startswith("prefer_"),
+            context=context or None,
+            custom=tuple(custom),
+        )
+
+    def text(self) -> str:
+        """The generic wording, one line each, ending in a newline (or empty)."""
+        lines = []
+        if self.formality == "more":
+            lines.append("Use a formal register (formal forms of address).")
+        elif self.formality == "less":
+            lines.append("Use an informal register (informal forms of address).")
+        lines += [f"{c.strip().rstrip('.')}." for c in self.custom if c.strip()]
+        if self.context:
+            lines.append(
+                "For reference only, the text comes from this context (do not translate the "
+                f"context): {' '.join(self.context.split())}"
+            )
+        return "".join(f"{line}\n" for line in lines)
+
+
+NO_INSTRUCTIONS = Instructions()
+
+
 class Builder(Protocol):
-    def __call__(self, text: str, source: Lang, target: Lang, terms: Terms = ()) -> Prompt: ...
+    def __call__(
+        self,
+        text: str,
+        source: Lang,
+        target: Lang,
+        terms: Terms = (),
+        instructions: Instructions = NO_INSTRUCTIONS,
+    ) -> Prompt: ...
 
 
 def _user(content: Any) -> ChatPrompt:
@@ -56,22 +113,35 @@ def glossary_instruction(terms: Terms) -> str:
     return f"Translate these terms as given: {listed}.\n"
 
 
-def chat(text: str, source: Lang, target: Lang, terms: Terms = ()) -> Prompt:
+def chat(
+    text: str,
+    source: Lang,
+    target: Lang,
+    terms: Terms = (),
+    instructions: Instructions = NO_INSTRUCTIONS,
+) -> Prompt:
     return _user(
         f"Translate the following {source.name} text into {target.name}. "
         "Reply with the translation only, without explanations, notes or quotation marks.\n"
-        f"{glossary_instruction(terms)}\n{text}"
+        f"{glossary_instruction(terms)}{instructions.text()}\n{text}"
     )
 
 
 _CHINESE = {"zh", "yue"}
 
 
-def hunyuan_mt(text: str, source: Lang, target: Lang, terms: Terms = ()) -> Prompt:
+def hunyuan_mt(
+    text: str,
+    source: Lang,
+    target: Lang,
+    terms: Terms = (),
+    instructions: Instructions = NO_INSTRUCTIONS,
+) -> Prompt:
     # The model card's terminology intervention: a "refer to these translations" line, then
-    # a line per term.
+    # a line per term. Other instructions go before it, in the generic wording.
     glossary = "".join(f"{s} 翻译成 {t}\n" for s, t in terms)
     glossary = f"参考下面的翻译：\n{glossary}\n" if glossary else ""
+    glossary = instructions.text() + glossary
     if source.code in _CHINESE or target.code in _CHINESE:
         return _user(
             f"{glossary}把下面的文本翻译成{target.name_in('zh')}，不要额外解释。\n\n{text}"
@@ -82,7 +152,13 @@ def hunyuan_mt(text: str, source: Lang, target: Lang, terms: Terms = ()) -> Prom
     )
 
 
-def seed_x(text: str, source: Lang, target: Lang, terms: Terms = ()) -> Prompt:
+def seed_x(
+    text: str,
+    source: Lang,
+    target: Lang,
+    terms: Terms = (),
+    instructions: Instructions = NO_INSTRUCTIONS,  # not INSTRUCTED: no room for them
+) -> Prompt:
     return CompletionPrompt(
         f"{glossary_instruction(terms)}"
         f"Translate the following {source.base_name} sentence into {target.base_name}:\n"
@@ -90,15 +166,27 @@ def seed_x(text: str, source: Lang, target: Lang, terms: Terms = ()) -> Prompt:
     )
 
 
-def tower(text: str, source: Lang, target: Lang, terms: Terms = ()) -> Prompt:
+def tower(
+    text: str,
+    source: Lang,
+    target: Lang,
+    terms: Terms = (),
+    instructions: Instructions = NO_INSTRUCTIONS,
+) -> Prompt:
     return _user(
         f"Translate the following text from {source.base_name} into {target.base_name}.\n"
-        f"{glossary_instruction(terms)}"
+        f"{glossary_instruction(terms)}{instructions.text()}"
         f"{source.base_name}: {text}\n{target.base_name}:"
     )
 
 
-def alma(text: str, source: Lang, target: Lang, terms: Terms = ()) -> Prompt:
+def alma(
+    text: str,
+    source: Lang,
+    target: Lang,
+    terms: Terms = (),
+    instructions: Instructions = NO_INSTRUCTIONS,  # not INSTRUCTED: no room for them
+) -> Prompt:
     return CompletionPrompt(
         f"{glossary_instruction(terms)}"
         f"Translate this from {source.base_name} to {target.base_name}:\n"
@@ -106,7 +194,13 @@ def alma(text: str, source: Lang, target: Lang, terms: Terms = ()) -> Prompt:
     )
 
 
-def translategemma(text: str, source: Lang, target: Lang, terms: Terms = ()) -> Prompt:
+def translategemma(
+    text: str,
+    source: Lang,
+    target: Lang,
+    terms: Terms = (),
+    instructions: Instructions = NO_INSTRUCTIONS,  # not INSTRUCTED: no room for them
+) -> Prompt:
     # Its chat template takes only the structured text to translate: no room for a glossary
     # (do-not-translate terms still hold: they are placeholders, not instructions).
     return _user(
@@ -129,6 +223,12 @@ FORMATS: dict[str, Builder] = {
     "alma": alma,
     "translategemma": translategemma,
 }
+
+# Target languages with a formal/informal register, as DeepL lists `supports_formality`.
+FORMAL_REGISTERS = frozenset({"de", "es", "fr", "it", "ja", "nl", "pl", "pt", "ru"})
+
+# Formats whose prompt is an instruction to a chat model, so Instructions can be added to it.
+INSTRUCTED = frozenset({"chat", "hunyuan-mt", "tower"})
 
 # Markers that are template artefacts whenever they show up in decoded text.
 _ARTEFACTS = re.compile(

@@ -11,6 +11,7 @@ engine): a request ends complete or as one error, never half done.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import math
 import re
 import time
@@ -20,15 +21,27 @@ from dataclasses import dataclass, field
 from typing import TypeVar
 
 from tolk.config import ModelSettings
+from tolk.detect import Detection, Detector
 from tolk.engine import Generation, ModelEngine, ModelPool, Tokenizer
-from tolk.errors import DeadlineExceeded, InvalidLanguage, PayloadTooLarge, UnknownGlossary
+from tolk.errors import (
+    DeadlineExceeded,
+    InvalidLanguage,
+    InvalidRequest,
+    PayloadTooLarge,
+    UnknownGlossary,
+)
 from tolk.languages import InvalidLanguageCode, Lang, lang
 from tolk.translation.document import Document, Rendered
 from tolk.translation.formats import Format, Splitter, parse
 from tolk.translation.glossary import Glossary, Terms
+from tolk.translation.html_format import DEFAULT_RULES, TagRules
 from tolk.translation.prompts import (
+    FORMAL_REGISTERS,
     FORMATS,
+    INSTRUCTED,
+    NO_INSTRUCTIONS,
     ChatPrompt,
+    Instructions,
     Prompt,
     clean,
     keep_outer_whitespace,
@@ -88,6 +101,12 @@ class Translation:
     engine_seconds: float  # wall time spent waiting on the engine
     # (source tokens, output tokens) of each segment: the workload's length profile
     lengths: list[tuple[int, int]]
+    # Each text's detected source, when the request named none ("auto")
+    detections: tuple[Detection, ...] = ()
+
+    def source_of(self, index: int) -> str:
+        """The source tag of text `index`: detected, or the request's."""
+        return self.detections[index].language if self.detections else self.source.tag
 
 
 @dataclass(frozen=True)
@@ -205,11 +224,12 @@ def plan_job(
     source: Lang,
     target: Lang,
     terms: Terms = (),
+    instructions: Instructions = NO_INSTRUCTIONS,
 ) -> EngineJob:
     """The engine request tolk makes of one segment: its prompt token ids and output budget.
     The benchmarks that feed an engine directly (tolk.bench.overhead, .versus) use it too, so
     both sides of a comparison get the very same prompts."""
-    prompt = FORMATS[settings.prompt_format](text.strip(), source, target, terms)
+    prompt = FORMATS[settings.prompt_format](text.strip(), source, target, terms, instructions)
     prompt_ids = render(prompt, tokenizer)
     source_tokens = len(tokenizer.encode(text, add_special_tokens=False))
     budget = output_budget(
@@ -244,6 +264,68 @@ async def _as_coroutine(awaitable: Awaitable[T]) -> T:
     return await awaitable
 
 
+def is_auto(source_lang: str | None) -> bool:
+    """Whether a request leaves its source language to detection."""
+    return source_lang is None or source_lang.strip().lower() in ("", "auto")
+
+
+def _merge(
+    parts: Sequence[Translation],
+    indices: Sequence[Sequence[int]],
+    detections: tuple[Detection, ...],
+) -> Translation:
+    """One Translation of several parts (texts by detected language), texts in request order."""
+    texts: dict[int, str] = {}
+    for part, ix in zip(parts, indices, strict=True):
+        texts |= dict(zip(ix, part.texts, strict=True))
+    first = parts[0]
+    return Translation(
+        texts=[texts[i] for i in range(len(texts))],
+        source=first.source,
+        target=first.target,
+        model=first.model,
+        usage=Usage(
+            prompt_tokens=sum(p.usage.prompt_tokens for p in parts),
+            completion_tokens=sum(p.usage.completion_tokens for p in parts),
+            characters=sum(p.usage.characters for p in parts),
+            segments=sum(p.usage.segments for p in parts),
+        ),
+        engine_seconds=max(p.engine_seconds for p in parts),
+        lengths=[pair for p in parts for pair in p.lengths],
+        detections=detections,
+    )
+
+
+def _instructions(engine: ModelEngine, target: Lang, asked: Instructions) -> Instructions:
+    """What of `asked` goes into this model's prompts: all of it where the prompt format
+    takes instructions; a `prefer_` formality is dropped where it cannot apply, a plain one
+    refused (as DeepL refuses formality for a target without registers)."""
+    if not asked:
+        return asked
+    fmt = engine.settings.prompt_format
+    instructed = fmt in INSTRUCTED
+    if asked.formality and not (instructed and target.code in FORMAL_REGISTERS):
+        if not asked.prefer:
+            why = (
+                f"{target.name} has no formal/informal register tolk can ask for"
+                if instructed
+                else f"model '{engine.name}' ({fmt} prompts) takes no instructions"
+            )
+            raise InvalidRequest(
+                f"formality is not supported here: {why}; use prefer_more/prefer_less to "
+                "ask for it only where it applies",
+                field="formality",
+            )
+        asked = dataclasses.replace(asked, formality=None)
+    if asked.custom and not instructed:
+        raise InvalidRequest(
+            f"custom instructions are not supported by model '{engine.name}' ({fmt} prompts "
+            "take none); send the request without them",
+            field="custom_instructions",
+        )
+    return asked if instructed else NO_INSTRUCTIONS
+
+
 def _parse_lang(code: str, field: str) -> Lang:
     try:
         return lang(code)
@@ -259,6 +341,11 @@ class GlossaryRequest:
     entries: Mapping[str, str] = field(default_factory=dict)
     glossary_id: str | None = None
     do_not_translate: Sequence[str] = ()
+    more_ids: Sequence[str] = ()  # DeepL's glossary_ids: entries of several glossaries
+
+    @property
+    def ids(self) -> list[str]:
+        return ([self.glossary_id] if self.glossary_id is not None else []) + list(self.more_ids)
 
 
 @dataclass(frozen=True)
@@ -274,25 +361,32 @@ class Translator:
         pool: ModelPool,
         limits: Limits,
         glossaries: Mapping[str, NamedGlossary] | None = None,
+        detector: Detector | None = None,
     ) -> None:
         self.pool = pool
         self.limits = limits
         self.glossaries = dict(glossaries or {})
+        self.detector = detector or Detector(
+            t for e in pool.engines for t in e.settings.coverage.tags()
+        )
+
+    def detect(self, texts: Sequence[str]) -> list[Detection]:
+        return self.detector.detect_all(texts)
 
     def _glossary(self, request: GlossaryRequest, source: Lang, target: Lang) -> Glossary:
         entries: dict[str, str] = {}
-        if request.glossary_id is not None:
-            named = self.glossaries.get(request.glossary_id)
+        for glossary_id in request.ids:
+            named = self.glossaries.get(glossary_id)
             if named is None:
                 known = ", ".join(sorted(self.glossaries)) or "none are configured"
                 raise UnknownGlossary(
-                    f"no glossary '{request.glossary_id}' on this server ({known})",
+                    f"no glossary '{glossary_id}' on this server ({known})",
                     field="glossary_id",
                 )
             pair = (lang(named.source).code, lang(named.target).code)
             if pair != (source.code, target.code):
                 raise UnknownGlossary(
-                    f"glossary '{request.glossary_id}' is for {named.source}>{named.target}, "
+                    f"glossary '{glossary_id}' is for {named.source}>{named.target}, "
                     f"not {source.tag}>{target.tag}",
                     field="glossary_id",
                 )
@@ -325,6 +419,7 @@ class Translator:
         source: Lang,
         target: Lang,
         terms: Terms = (),
+        instructions: Instructions = NO_INSTRUCTIONS,
     ) -> EngineJob:
         job = plan_job(
             engine.settings,
@@ -335,6 +430,7 @@ class Translator:
             source,
             target,
             terms,
+            instructions,
         )
         if job.max_tokens < min(job.source_tokens, 16) or job.max_tokens < 1:
             raise PayloadTooLarge(
@@ -351,7 +447,7 @@ class Translator:
     async def translate(
         self,
         texts: Sequence[str],
-        source_lang: str,
+        source_lang: str | None,
         target_lang: str,
         model: str | None,
         deadline: float,
@@ -359,19 +455,40 @@ class Translator:
         fmt: Format = "text",
         on_segment: OnSegment | None = None,
         glossary: GlossaryRequest | None = None,
+        instructions: Instructions | None = None,
+        rules: TagRules = DEFAULT_RULES,
     ) -> Translation:
+        """`source_lang` None or "auto": each text's language is detected; texts in different
+        languages are translated as one request per language, side by side (one deadline;
+        if one part fails, the others are cancelled)."""
         self._check_limits(texts)
-        return await self.translate_documents(
-            lambda cut: [parse(fmt, t, cut) for t in texts],
-            sum(len(t) for t in texts),
-            source_lang,
-            target_lang,
-            model,
-            deadline,
-            split,
-            on_segment=on_segment,
-            glossary=glossary,
-        )
+
+        async def part(indices: Sequence[int], source: str) -> Translation:
+            chosen = [texts[i] for i in indices]
+            return await self.translate_documents(
+                lambda cut: [parse(fmt, t, cut, rules) for t in chosen],
+                sum(len(t) for t in chosen),
+                source,
+                target_lang,
+                model,
+                deadline,
+                split,
+                on_segment=on_segment,
+                glossary=glossary,
+                instructions=instructions,
+            )
+
+        if not is_auto(source_lang):
+            assert source_lang is not None
+            return await part(range(len(texts)), source_lang)
+        if not texts:
+            return await part([], self.detector.fallback)
+        detections = self.detect(texts)
+        groups: dict[str, list[int]] = {}
+        for i, detection in enumerate(detections):
+            groups.setdefault(detection.language, []).append(i)
+        parts = await run_all([part(ix, source) for source, ix in groups.items()])
+        return _merge(parts, list(groups.values()), tuple(detections))
 
     async def translate_documents(
         self,
@@ -385,6 +502,7 @@ class Translator:
         *,
         on_segment: OnSegment | None = None,
         glossary: GlossaryRequest | None = None,
+        instructions: Instructions | None = None,
     ) -> Translation:
         """The one path every request takes (texts, markup, files): `documents(cut)` makes
         the documents once the model (and so its tokenizer) is known."""
@@ -392,6 +510,7 @@ class Translator:
         target = _parse_lang(target_lang, "target_lang")
         engine = self.pool.route(source.tag, target.tag, model)
         engine.check_alive()
+        told = _instructions(engine, target, instructions or NO_INSTRUCTIONS)
         cut = self._splitter(engine, split, source)
         resolved = self._glossary(glossary or GlossaryRequest(), source, target)
         docs = [resolved.protect(d) for d in documents(cut)]
@@ -403,13 +522,13 @@ class Translator:
             async with _deadline(deadline):
                 progress = _Progress(len(plan.first) + len(plan.known_runs))
                 done = await self._generate_all(
-                    engine, plan.first, source, target, slots, on_segment, progress, resolved
+                    engine, plan.first, source, target, slots, on_segment, progress, resolved, told
                 )
                 runs = plan.restore(done)
                 # Units whose placeholders did not come back: their text runs, one by one.
                 progress.planned = max(progress.planned, len(done) + len(runs))
                 done |= await self._generate_all(
-                    engine, runs, source, target, slots, on_segment, progress, resolved
+                    engine, runs, source, target, slots, on_segment, progress, resolved, told
                 )
         engine_seconds = time.monotonic() - started
         generations = list(done.values())
@@ -463,6 +582,7 @@ class Translator:
         on_segment: OnSegment | None,
         progress: _Progress,
         glossary: Glossary,
+        instructions: Instructions,
     ) -> dict[str, Done]:
         """Every segment through the engine, at most `slots` at a time; each one's prompt
         is built when its turn comes, so a long document does not hold the event loop."""
@@ -471,7 +591,9 @@ class Translator:
 
         async def one(index: int, text: str) -> Done:
             async with slots:
-                job = self._job(engine, index, text, source, target, glossary.terms(text))
+                job = self._job(
+                    engine, index, text, source, target, glossary.terms(text), instructions
+                )
                 progress.in_flight += 1
                 try:
                     generation = await engine.generate(job.prompt_ids, job.max_tokens)

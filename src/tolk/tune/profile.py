@@ -120,7 +120,7 @@ def busy_quantile(buckets: Buckets, q: float) -> tuple[float, float, float]:
 def read_profile(url: str, model: str | None = None, quantile: float = 0.95) -> Profile:
     base = url.rstrip("/")
     with httpx.Client(base_url=base, timeout=10) as client:
-        languages = client.get("/languages").raise_for_status().json()
+        languages = client.get("/models").raise_for_status().json()
         models = [m["model"] for m in languages["models"]]
         if model is None:
             model = models[0]

@@ -1,0 +1,412 @@
+"""DeepL's API v2 at `/v2/...` on the server's root (the Python client drops a path prefix).
+
+Bodies are JSON (the `deepl` Python client) or urlencoded forms (deepl-node, Mastodon,
+older clients); parameters from the body, then the query. The key comes from
+`Authorization: DeepL-Auth-Key <key>` (or `auth_key`, for older clients). Errors are
+`{"message": ...}` with DeepL's statuses: 400, 403, 404, 413, 429 (overload too: DeepL's
+clients retry it with backoff), 456 (quota), 503 (tolk.server.errors shapes them).
+
+Mappings (README, "DeepL API"): `split_sentences` 0 -> tolk's split `none`, 1 / nonewlines /
+on / default -> `sentences` (tolk never joins lines); `preserve_formatting` is always so
+(tolk does not re-case or re-punctuate); `tag_handling` xml|html -> the html format, with
+`ignore_tags`, `splitting_tags` and `non_splitting_tags`; `outline_detection` and
+`tag_handling_version` are accepted and ignored; `model_type` -> a model by
+`deepl.model_types` in the configuration, else ignored.
+"""
+
+from __future__ import annotations
+
+import csv
+import datetime as dt
+import io
+from pathlib import PurePath
+from typing import Annotated, Any
+from urllib.parse import quote
+
+from fastapi import APIRouter, Depends, Request, Response
+from fastapi.responses import JSONResponse
+
+from tolk.compat import codes
+from tolk.compat.documents import DocumentStore
+from tolk.compat.params import Params, read_params
+from tolk.errors import InvalidRequest, NotFound, TolkError
+from tolk.keys import StoredGlossary
+from tolk.server.access import Caller
+from tolk.server.calls import Calls, bearer_key
+from tolk.server.middleware import CLIENT_CLOSED
+from tolk.translation.files import file_type, translate_file
+from tolk.translation.html_format import TagRules
+from tolk.translation.prompts import FORMAL_REGISTERS, INSTRUCTED, Instructions
+from tolk.translation.segment import SplitMode
+from tolk.translation.service import GlossaryRequest, NamedGlossary, Translation
+
+router = APIRouter(prefix="/v2", tags=["DeepL API v2"])
+
+
+class DocumentNotReady(TolkError):
+    code = "document_not_ready"
+    status = 503  # the client retries it, then raises DocumentNotReadyException
+
+
+MAX_INSTRUCTIONS, MAX_INSTRUCTION_CHARS = 10, 300
+MODEL_TYPES = ("quality_optimized", "latency_optimized", "prefer_quality_optimized")
+# How long a document status request waits for the translation to end before answering
+# "translating": a short document is "done" at the first poll (the client then never sleeps).
+STATUS_WAIT = 4.0
+PARAMS_BODY: dict[str, Any] = {
+    "requestBody": {
+        "content": {
+            media: {"schema": {"type": "object"}}
+            for media in ("application/json", "application/x-www-form-urlencoded")
+        }
+    }
+}
+
+
+async def _calls(request: Request) -> Calls:
+    calls: Calls = request.app.state.calls
+    return calls
+
+
+CallsDep = Annotated[Calls, Depends(_calls)]
+
+
+def _caller(calls: Calls, request: Request, params: Params) -> Caller:
+    return calls.access.caller(bearer_key(request) or params.text("auth_key"))
+
+
+def _split(value: str | None) -> SplitMode:
+    value = (value or "1").strip().lower()
+    if value in ("0", "off"):
+        return "none"
+    if value in ("1", "on", "default", "nonewlines"):
+        return "sentences"
+    raise InvalidRequest(
+        f"Value for 'split_sentences' not supported: {value}; use 0, 1 or nonewlines",
+        field="split_sentences",
+    )
+
+
+def _instructions(params: Params) -> Instructions:
+    formality = (params.text("formality") or "default").strip().lower()
+    allowed = ("default", "more", "less", "prefer_more", "prefer_less", "formal", "informal")
+    if formality not in allowed:
+        raise InvalidRequest(f"Value for 'formality' not supported: {formality}")
+    custom = params.strings("custom_instructions", commas=False) or []
+    if len(custom) > MAX_INSTRUCTIONS or any(len(c) > MAX_INSTRUCTION_CHARS for c in custom):
+        raise InvalidRequest(
+            f"custom_instructions: at most {MAX_INSTRUCTIONS}, of {MAX_INSTRUCTION_CHARS} "
+            "characters each",
+            field="custom_instructions",
+        )
+    return Instructions.of(formality, params.text("context"), custom)
+
+
+def _model(calls: Calls, params: Params) -> tuple[str | None, str | None]:
+    """(the configured model for `model_type`, the model_type_used to report)."""
+    model_type = params.text("model_type")
+    if model_type is None:
+        return None, None
+    if model_type not in MODEL_TYPES:
+        raise InvalidRequest(f"Value for 'model_type' not supported: {model_type}")
+    used = model_type.removeprefix("prefer_")
+    mapped = {str(k): v for k, v in calls.config.deepl.model_types.items()}.get(used)
+    return mapped, used
+
+
+@router.post("/translate", summary="DeepL: translate texts", openapi_extra=PARAMS_BODY)
+async def translate(request: Request, calls: CallsDep) -> Response:
+    params = await read_params(request)
+    caller = _caller(calls, request, params)
+    texts = params.many("text")
+    if not texts:
+        raise InvalidRequest("Parameter 'text' not specified.", field="text")
+    if not all(isinstance(t, str) for t in texts):
+        raise InvalidRequest("Parameter 'text' must be strings.", field="text")
+    target_code = params.text("target_lang")
+    if not target_code:
+        raise InvalidRequest("Parameter 'target_lang' not specified.", field="target_lang")
+    target = codes.parse(target_code, "target_lang")
+    source_code = params.text("source_lang")
+    source = codes.parse(source_code, "source_lang") if source_code else None
+    tag_handling = params.text("tag_handling")
+    if tag_handling not in (None, "xml", "html"):
+        raise InvalidRequest(f"Value for 'tag_handling' not supported: {tag_handling}")
+    rules = TagRules(
+        ignore=frozenset(params.strings("ignore_tags") or ()),
+        splitting=frozenset(params.strings("splitting_tags") or ()),
+        non_splitting=frozenset(params.strings("non_splitting_tags") or ()),
+    )
+    glossary_ids = params.strings("glossary_ids") or []
+    glossary = GlossaryRequest(glossary_id=params.text("glossary_id"), more_ids=glossary_ids)
+    if glossary.ids and source is None:
+        raise InvalidRequest("source_lang is required when a glossary is used")
+    model, model_type_used = _model(calls, params)
+    split = _split(params.text("split_sentences"))
+    instructions = _instructions(params)
+    deadline = calls.deadline()
+    result = await calls.run(
+        request,
+        caller,
+        sum(len(t) for t in texts),
+        lambda: calls.translator.translate(
+            texts,
+            source.tag if source else None,
+            target.tag,
+            model,
+            deadline,
+            split,
+            "html" if tag_handling else "text",
+            glossary=glossary,
+            instructions=instructions,
+            rules=rules,
+        ),
+    )
+    if result is None:
+        return Response(status_code=CLIENT_CLOSED)
+    answer = JSONResponse({"translations": _translations(result, texts, model_type_used)})
+    calls.record(request, answer.headers, result, len(texts))
+    return answer
+
+
+def _translations(
+    result: Translation, texts: list[str], model_type_used: str | None
+) -> list[dict[str, Any]]:
+    out = []
+    for i, (text, translated) in enumerate(zip(texts, result.texts, strict=True)):
+        item: dict[str, Any] = {
+            "detected_source_language": codes.deepl_source(result.source_of(i)),
+            "text": translated,
+            "billed_characters": len(text),  # the deepl client requires it, always
+        }
+        if model_type_used:
+            item["model_type_used"] = model_type_used
+        out.append(item)
+    return out
+
+
+@router.api_route(
+    "/languages", methods=["GET", "POST"], summary="DeepL: source or target languages"
+)
+async def languages(request: Request, calls: CallsDep) -> JSONResponse:
+    # `type` from the body too: the Python client sends it in the body of a GET.
+    params = await read_params(request)
+    kind = (params.text("type") or "source").lower()
+    if kind not in ("source", "target"):
+        raise InvalidRequest("Parameter 'type' is invalid. 'source' and 'target' are supported.")
+    served = codes.Served.of(calls.translator.pool)
+    if kind == "source":
+        listed = {codes.deepl_source(t): codes.parse(t, "source").base_name for t in served.sources}
+        return JSONResponse([{"language": c, "name": n} for c, n in listed.items()])
+    instructed = any(e.settings.prompt_format in INSTRUCTED for e in calls.translator.pool.engines)
+    targets: dict[str, dict[str, Any]] = {}
+    for tag in served.targets:
+        for code in codes.deepl_targets(tag):
+            target = codes.parse(code, "target")
+            targets.setdefault(
+                code,
+                {
+                    "language": code,
+                    "name": target.name,
+                    "supports_formality": instructed and target.code in FORMAL_REGISTERS,
+                },
+            )
+    return JSONResponse(list(targets.values()))
+
+
+@router.get("/usage", summary="DeepL: characters used and allowed this period, for the key")
+async def usage(request: Request, calls: CallsDep) -> JSONResponse:
+    params = await read_params(request)
+    used, limit, _ = calls.access.usage(_caller(calls, request, params))
+    return JSONResponse({"character_count": used, "character_limit": limit})
+
+
+@router.get("/glossary-language-pairs", summary="DeepL: pairs glossaries can be made for")
+async def glossary_language_pairs(calls: CallsDep) -> JSONResponse:
+    served = codes.Served.of(calls.translator.pool)
+    pairs = {
+        (codes.deepl_source(s).lower(), codes.deepl_source(t).lower())
+        for s in served.sources
+        for t in served.targets
+        if served.covers(s, t) and codes.deepl_source(s) != codes.deepl_source(t)
+    }
+    return JSONResponse(
+        {"supported_languages": [{"source_lang": s, "target_lang": t} for s, t in sorted(pairs)]}
+    )
+
+
+def _glossary_info(glossary: StoredGlossary) -> dict[str, Any]:
+    created = dt.datetime.fromtimestamp(glossary.created, dt.UTC)
+    return {
+        "glossary_id": glossary.id,
+        "name": glossary.name,
+        "ready": True,
+        "source_lang": glossary.source_lang,
+        "target_lang": glossary.target_lang,
+        # Fractional seconds and a zone: the client parses "%Y-%m-%dT%H:%M:%S.%f%z".
+        "creation_time": created.isoformat(timespec="milliseconds").replace("+00:00", "Z"),
+        "entry_count": len(glossary.entries),
+    }
+
+
+def _entries(text: str, entries_format: str) -> dict[str, str]:
+    if entries_format not in ("tsv", "csv"):
+        raise InvalidRequest("Value for 'entries_format' not supported: use tsv or csv")
+    delimiter = "\t" if entries_format == "tsv" else ","
+    entries: dict[str, str] = {}
+    for number, row in enumerate(csv.reader(io.StringIO(text), delimiter=delimiter), 1):
+        if not row or not "".join(row).strip():
+            continue
+        if len(row) < 2 or not row[0].strip() or not row[1].strip():
+            raise InvalidRequest(f"Invalid glossary entries: line {number} is not source, target")
+        entries[row[0].strip()] = row[1].strip()
+    if not entries:
+        raise InvalidRequest("Invalid glossary entries: none given")
+    return entries
+
+
+def _owned(request: Request, calls: CallsDep, caller: Caller, glossary_id: str) -> StoredGlossary:
+    for glossary in calls.access.store.glossaries(caller.owner):
+        if glossary.id == glossary_id:
+            return glossary
+    raise NotFound("Glossary not found")
+
+
+@router.post("/glossaries", status_code=201, summary="DeepL: create a glossary")
+async def create_glossary(request: Request, calls: CallsDep) -> JSONResponse:
+    params = await read_params(request)
+    caller = _caller(calls, request, params)
+    name, source_code, target_code = (
+        params.text(n) for n in ("name", "source_lang", "target_lang")
+    )
+    text = params.text("entries")
+    if not (name and source_code and target_code and text):
+        raise InvalidRequest("name, source_lang, target_lang and entries are required")
+    source, target = (
+        codes.parse(source_code, "source_lang"),
+        codes.parse(target_code, "target_lang"),
+    )
+    served = codes.Served.of(calls.translator.pool)
+    if not served.covers(source.tag, target.tag):
+        raise InvalidRequest(f"Unsupported glossary language pair: {source.tag} to {target.tag}")
+    entries = _entries(text, params.text("entries_format") or "tsv")
+    glossary = calls.access.store.add_glossary(
+        caller.owner, name, source.code, target.code, entries
+    )
+    calls.translator.glossaries[glossary.id] = NamedGlossary(source.code, target.code, entries)
+    return JSONResponse(_glossary_info(glossary), status_code=201)
+
+
+@router.get("/glossaries", summary="DeepL: the key's glossaries")
+async def list_glossaries(request: Request, calls: CallsDep) -> JSONResponse:
+    caller = _caller(calls, request, await read_params(request))
+    return JSONResponse(
+        {"glossaries": [_glossary_info(g) for g in calls.access.store.glossaries(caller.owner)]}
+    )
+
+
+@router.get("/glossaries/{glossary_id}", summary="DeepL: one glossary")
+async def get_glossary(glossary_id: str, request: Request, calls: CallsDep) -> JSONResponse:
+    caller = _caller(calls, request, await read_params(request))
+    return JSONResponse(_glossary_info(_owned(request, calls, caller, glossary_id)))
+
+
+@router.get("/glossaries/{glossary_id}/entries", summary="DeepL: a glossary's entries (TSV)")
+async def glossary_entries(glossary_id: str, request: Request, calls: CallsDep) -> Response:
+    caller = _caller(calls, request, await read_params(request))
+    glossary = _owned(request, calls, caller, glossary_id)
+    tsv = "".join(f"{s}\t{t}\n" for s, t in glossary.entries.items())
+    return Response(tsv, media_type="text/tab-separated-values; charset=utf-8")
+
+
+@router.delete("/glossaries/{glossary_id}", status_code=204, summary="DeepL: delete a glossary")
+async def delete_glossary(glossary_id: str, request: Request, calls: CallsDep) -> Response:
+    caller = _caller(calls, request, await read_params(request))
+    if not calls.access.store.delete_glossary(caller.owner, glossary_id):
+        raise NotFound("Glossary not found")
+    calls.translator.glossaries.pop(glossary_id, None)
+    return Response(status_code=204)
+
+
+def _documents(request: Request) -> DocumentStore:
+    store: DocumentStore = request.app.state.documents
+    return store
+
+
+@router.post("/document", summary="DeepL: upload a document to translate (multipart)")
+async def upload_document(request: Request, calls: CallsDep) -> JSONResponse:
+    params = await read_params(request)
+    caller = _caller(calls, request, params)
+    upload = params.file("file")
+    if upload is None:
+        raise InvalidRequest("Parameter 'file' not specified.", field="file")
+    filename = PurePath(params.text("filename") or upload.filename or "").name
+    try:
+        kind = file_type(filename)
+    except Exception as exc:
+        raise InvalidRequest(
+            f"Invalid file data: '{filename}' is not a type tolk translates "
+            "(.txt .md .html .htm .srt .vtt .docx; name the file with its extension)"
+        ) from exc
+    output_format = params.text("output_format")
+    if output_format and file_type(f"x.{output_format}") != kind:
+        raise InvalidRequest("output_format must be the document's own format on this server")
+    target_code = params.text("target_lang")
+    if not target_code:
+        raise InvalidRequest("Parameter 'target_lang' not specified.", field="target_lang")
+    target = codes.parse(target_code, "target_lang")
+    source_code = params.text("source_lang")
+    source = codes.parse(source_code, "source_lang") if source_code else None
+    _instructions(params)  # formality is validated (the client always sends it), not applied
+    calls.admit(caller, 0)
+    data = await upload.read()
+
+    async def work() -> Any:
+        done = await translate_file(
+            calls.translator,
+            filename,
+            data,
+            source.tag if source else None,
+            target.tag,
+            None,
+            calls.config.server.document_timeout,
+        )
+        calls.access.record(caller, done.translation.usage.characters)
+        return done
+
+    doc = _documents(request).start(caller.owner, filename, work())
+    return JSONResponse({"document_id": doc.id, "document_key": doc.key})
+
+
+async def _document(request: Request, calls: Calls, document_id: str) -> Any:
+    params = await read_params(request)
+    caller = _caller(calls, request, params)
+    doc = _documents(request).get(document_id)
+    if doc is None or doc.key != params.text("document_key") or doc.owner != caller.owner:
+        raise NotFound("Document not found")
+    return doc
+
+
+@router.post("/document/{document_id}", summary="DeepL: a document's status")
+async def document_status(document_id: str, request: Request, calls: CallsDep) -> JSONResponse:
+    doc = await _document(request, calls, document_id)
+    await _documents(request).wait(doc, STATUS_WAIT)
+    body: dict[str, Any] = {"document_id": doc.id, "status": doc.status}
+    if doc.result is not None:
+        body["billed_characters"] = doc.result.translation.usage.characters
+    if doc.error is not None:
+        body["error_message"] = doc.error
+    return JSONResponse(body)
+
+
+@router.post("/document/{document_id}/result", summary="DeepL: download a translated document")
+async def document_result(document_id: str, request: Request, calls: CallsDep) -> Response:
+    doc = await _document(request, calls, document_id)
+    if doc.error is not None:
+        raise InvalidRequest(f"Document translation failed: {doc.error}")
+    if doc.result is None:
+        raise DocumentNotReady("Document not ready: still translating; poll its status")
+    _documents(request).drop(doc.id)  # DeepL removes a document once it is downloaded
+    response = Response(doc.result.content, media_type=doc.result.media_type)
+    response.headers["Content-Disposition"] = f"attachment; filename*=UTF-8''{quote(doc.filename)}"
+    return response

@@ -1,0 +1,137 @@
+"""Which API a request speaks, so one server answers tolk's, DeepL's and LibreTranslate's.
+
+DeepL's API lives under `/v2/`. LibreTranslate's is served at the server's root, as
+LibreTranslate itself serves it, so an app's URL setting is just the server's address; two
+of its paths are also tolk's own (`POST /translate`, `POST /detect`), told apart by the
+request: a LibreTranslate client sends `q` (in a JSON body, a form, or the query string) or
+a form, tolk's clients JSON with `text`. A LibreTranslate request is routed to the
+`/libretranslate/...` route of the same name, which OpenAPI documents.
+
+The API is recorded in the request's state (errors are shaped by it: tolk.server.errors),
+and LibreTranslate's answers carry its CORS headers (browser clients depend on them).
+Pure ASGI, like the other middleware: bodies stream through, disconnects reach handlers.
+"""
+
+from __future__ import annotations
+
+import json
+
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+LIBRETRANSLATE_PATHS = frozenset(
+    {"/languages", "/frontend/settings", "/translate_file", "/suggest"}
+)
+SHARED_PATHS = frozenset({"/translate", "/detect"})
+LIBRETRANSLATE_PREFIX = "/libretranslate"
+FORMS = (b"application/x-www-form-urlencoded", b"multipart/form-data")
+
+# LibreTranslate's after_request headers, on every one of its responses.
+CORS = [
+    (b"access-control-allow-origin", b"*"),
+    (b"access-control-allow-headers", b"Authorization, Content-Type"),
+    (b"access-control-expose-headers", b"Authorization"),
+    (b"access-control-allow-methods", b"GET, POST"),
+    (b"access-control-allow-credentials", b"true"),
+    (b"access-control-max-age", b"1728000"),
+]
+
+
+def _header(scope: Scope, name: bytes) -> bytes:
+    for key, value in scope.get("headers", []):
+        if key == name:
+            return bytes(value)
+    return b""
+
+
+def _query_has_q(scope: Scope) -> bool:
+    query = bytes(scope.get("query_string", b""))
+    return any(part.split(b"=", 1)[0] == b"q" for part in query.split(b"&"))
+
+
+class ApiDispatch:
+    """Outside the body-size limit (so its 413s are shaped for the right API); it reads a
+    JSON body ahead only for the two shared paths, and only one of a declared size within
+    `max_peek` bytes (a larger one meets the limit anyway)."""
+
+    def __init__(self, app: ASGIApp, max_peek: int) -> None:
+        self.app = app
+        self.max_peek = max_peek
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        path: str = scope["path"]
+        api = "tolk"
+        if path.startswith("/v2/"):
+            api = "deepl"
+        elif (
+            path in LIBRETRANSLATE_PATHS
+            or path.startswith("/download_file/")
+            or path.startswith(LIBRETRANSLATE_PREFIX + "/")
+        ):
+            api = "libretranslate"
+        elif path in SHARED_PATHS and scope["method"] in ("POST", "OPTIONS"):
+            media = _header(scope, b"content-type").split(b";")[0].strip().lower()
+            if scope["method"] == "OPTIONS" or media in FORMS or _query_has_q(scope):
+                api = "libretranslate"
+            else:
+                body, receive = await self._peek(scope, receive)
+                if body is not None and _has_q(body):
+                    api = "libretranslate"
+            if api == "libretranslate":
+                scope["path"] = LIBRETRANSLATE_PREFIX + path
+                scope["raw_path"] = scope["path"].encode()
+        scope.setdefault("state", {})["api"] = api
+        if api != "libretranslate":
+            await self.app(scope, receive, send)
+            return
+        if scope["method"] == "OPTIONS":  # a browser's preflight
+            await send({"type": "http.response.start", "status": 200, "headers": CORS})
+            await send({"type": "http.response.body", "body": b""})
+            return
+
+        async def send_with_cors(message: Message) -> None:
+            if message["type"] == "http.response.start":
+                message["headers"] = [*message.get("headers", []), *CORS]
+            await send(message)
+
+        await self.app(scope, receive, send_with_cors)
+
+    async def _peek(self, scope: Scope, receive: Receive) -> tuple[bytes | None, Receive]:
+        declared = _header(scope, b"content-length")
+        if not declared.isdigit() or int(declared) > self.max_peek:
+            return None, receive
+        chunks: list[bytes] = []
+        while True:
+            message = await receive()
+            if message["type"] != "http.request":
+                # The client left while sending: hand on what there is, then the disconnect.
+                pending: list[Message] = [message]
+                break
+            chunks.append(message.get("body", b""))
+            if not message.get("more_body", False):
+                pending = []
+                break
+        body = b"".join(chunks)
+        replay: list[Message] = [{"type": "http.request", "body": body, "more_body": False}]
+        replay += pending
+
+        async def replayed() -> Message:
+            if replay:
+                return replay.pop(0)
+            return await receive()
+
+        return body, replayed
+
+
+def _has_q(body: bytes) -> bool:
+    """Whether a JSON body is an object with a `q` member (cheap test first: tolk's own
+    bodies rarely contain the bytes `"q"` at all)."""
+    if b'"q"' not in body:
+        return False
+    try:
+        data = json.loads(body)
+    except ValueError:
+        return False
+    return isinstance(data, dict) and "q" in data

@@ -1,0 +1,289 @@
+"""LibreTranslate's API (as LibreTranslate 1.9 serves it), at the server's root.
+
+`POST /translate` and `POST /detect` share their paths with tolk's own API; a request with
+`q` (or a form) is routed here by tolk.compat.dispatch, to the `/libretranslate/...` paths
+below. Parameters come from a JSON body, a urlencoded or multipart form, or the query string.
+Errors are `{"error": "..."}` (400, 403, 429; tolk.server.errors shapes them).
+
+Differences from LibreTranslate, on purpose: `alternatives` is accepted and answered with
+empty lists (one translation per text); `detectedLanguage` of a list is per text (1.9.6
+repeats one detection); LibreTranslate's formatting fix-ups (copying final punctuation and
+case) are not made; `/suggest` answers 403 "disabled", as LibreTranslate does by default.
+"""
+
+from __future__ import annotations
+
+from pathlib import PurePath
+from typing import Annotated, Any
+from urllib.parse import quote
+
+from fastapi import APIRouter, Depends, Request, Response
+from fastapi.responses import JSONResponse
+
+from tolk.compat import codes
+from tolk.compat.documents import DocumentStore
+from tolk.compat.params import Params, read_params
+from tolk.errors import InvalidLanguage, InvalidRequest, NotFound, UnsupportedLanguagePair
+from tolk.languages import Lang
+from tolk.server.access import Caller
+from tolk.server.calls import Calls
+from tolk.server.middleware import CLIENT_CLOSED
+from tolk.translation.files import FILE_TYPES, file_type, translate_file
+from tolk.translation.service import Translation
+
+router = APIRouter(tags=["LibreTranslate API"])
+FORM_BODY: dict[str, Any] = {
+    "requestBody": {
+        "content": {
+            media: {"schema": {"type": "object", "properties": {"q": {}, "api_key": {}}}}
+            for media in (
+                "application/json",
+                "application/x-www-form-urlencoded",
+                "multipart/form-data",
+            )
+        }
+    }
+}
+
+
+async def _calls(request: Request) -> Calls:
+    calls: Calls = request.app.state.calls
+    return calls
+
+
+CallsDep = Annotated[Calls, Depends(_calls)]
+
+
+def _caller(calls: Calls, params: Params) -> Caller:
+    """LibreTranslate's `api_key` (an empty one is no key, as Weblate sends it)."""
+    return calls.access.caller(params.text("api_key") or None)
+
+
+def _required(params: Params, name: str) -> Any:
+    value = params.one(name)
+    if value is None or value == "" or value == []:
+        raise InvalidRequest(f"Invalid request: missing {name} parameter", field=name)
+    return value
+
+
+def _language(calls: Calls, code: Any, field: str) -> Lang | None:
+    """A LibreTranslate code as a served language; None for `auto`."""
+    if not isinstance(code, str):
+        raise InvalidRequest(f"Invalid request: {field} must be a string", field=field)
+    if field == "source" and code.strip().lower() == "auto":
+        return None
+    served = codes.Served.of(calls.translator.pool)
+    try:
+        parsed = codes.from_libretranslate(code, field)
+    except InvalidLanguage as exc:
+        raise InvalidLanguage(f"{code} is not supported", field=field) from exc
+    known = served.is_source(parsed.tag) if field == "source" else served.is_target(parsed.tag)
+    if not known:
+        raise InvalidLanguage(f"{code} is not supported", field=field)
+    return parsed
+
+
+def _detected(translation: Translation, index: int) -> dict[str, Any]:
+    detection = translation.detections[index]
+    return {
+        "confidence": round(detection.confidence * 100, 1),
+        "language": codes.libretranslate_code(detection.language),
+    }
+
+
+@router.post(
+    "/libretranslate/translate",
+    summary="LibreTranslate: translate (served at POST /translate for requests with `q`)",
+    openapi_extra=FORM_BODY,
+)
+async def translate(request: Request, calls: CallsDep) -> Response:
+    params = await read_params(request)
+    q = _required(params, "q")
+    source_code = _required(params, "source")
+    target_code = _required(params, "target")
+    caller = _caller(calls, params)
+    texts = q if isinstance(q, list) else [q]
+    if not all(isinstance(t, str) for t in texts):
+        raise InvalidRequest("Invalid request: q must be a string or a list of strings")
+    fmt = params.text("format") or "text"
+    if fmt not in ("text", "html"):
+        raise InvalidRequest(f"{fmt} format is not supported", field="format")
+    alternatives = params.text("alternatives") or "0"
+    if not alternatives.isdigit():
+        raise InvalidRequest("Invalid request: alternatives must be an integer")
+    source = _language(calls, source_code, "source")
+    target = _language(calls, target_code, "target")
+    assert target is not None
+    deadline = calls.deadline()
+
+    async def work() -> Translation:
+        try:
+            return await calls.translator.translate(
+                texts,
+                source.tag if source else None,
+                target.tag,
+                None,
+                deadline,
+                fmt="html" if fmt == "html" else "text",
+            )
+        except UnsupportedLanguagePair as exc:
+            raise UnsupportedLanguagePair(
+                f"{target.name} ({target_code}) is not available as a target language from "
+                f"{source.name if source else 'the detected language'} "
+                f"({source_code if source else 'auto'})",
+                **exc.details,
+            ) from exc
+
+    result = await calls.run(request, caller, sum(len(t) for t in texts), work)
+    if result is None:
+        return Response(status_code=CLIENT_CLOSED)
+    response: dict[str, Any] = {}
+    if isinstance(q, list):
+        response["translatedText"] = result.texts
+        if source is None:
+            response["detectedLanguage"] = [_detected(result, i) for i in range(len(texts))]
+        if int(alternatives) > 0:
+            response["alternatives"] = [[] for _ in texts]
+    else:
+        response["translatedText"] = result.texts[0]
+        if source is None:
+            response["detectedLanguage"] = _detected(result, 0)
+        if int(alternatives) > 0:
+            response["alternatives"] = []
+    answer = JSONResponse(response)
+    calls.record(request, answer.headers, result, len(texts))
+    return answer
+
+
+@router.post(
+    "/libretranslate/detect",
+    summary="LibreTranslate: detect (served at POST /detect for requests with `q`)",
+    openapi_extra=FORM_BODY,
+)
+async def detect(request: Request, calls: CallsDep) -> JSONResponse:
+    params = await read_params(request)
+    q = _required(params, "q")
+    calls.admit(_caller(calls, params), 0)
+    texts = q if isinstance(q, list) else [q]
+    found = calls.translator.detect([t for t in texts if isinstance(t, str)])
+    # LibreTranslate: candidates sorted by confidence, averaged over a list's texts.
+    totals: dict[str, float] = {}
+    for detection in found:
+        for language, confidence in detection.candidates or ((detection.language, 0.0),):
+            code = codes.libretranslate_code(language)
+            totals[code] = totals.get(code, 0.0) + confidence
+    ranked = sorted(totals.items(), key=lambda item: -item[1])[:3]
+    return JSONResponse(
+        [{"confidence": round(c / len(found) * 100, 1), "language": lg} for lg, c in ranked]
+        or [{"confidence": 0.0, "language": "en"}]
+    )
+
+
+@router.get("/languages", summary="LibreTranslate: languages, each with its targets")
+async def languages(calls: CallsDep) -> JSONResponse:
+    served = codes.Served.of(calls.translator.pool)
+    out: dict[str, dict[str, Any]] = {}
+    for tag in served.sources:
+        for code in codes.libretranslate_codes(tag):
+            source = codes.from_libretranslate(code, "source")
+            targets = [
+                t
+                for target in served.targets
+                for t in codes.libretranslate_codes(target)
+                if t != code
+                and served.covers(source.tag, codes.from_libretranslate(t, "target").tag)
+            ]
+            out.setdefault(
+                code, {"code": code, "name": source.name, "targets": list(dict.fromkeys(targets))}
+            )
+    return JSONResponse(list(out.values()))
+
+
+@router.get("/frontend/settings", summary="LibreTranslate: settings for web front ends")
+async def frontend_settings(calls: CallsDep) -> JSONResponse:
+    served = codes.Served.of(calls.translator.pool)
+    target = next(iter(served.targets), "en")
+    return JSONResponse(
+        {
+            "charLimit": calls.config.server.max_request_chars,
+            "frontendTimeout": 500,
+            "apiKeys": calls.access.store.has_keys(),
+            "keyRequired": calls.access.require_key,
+            "suggestions": False,
+            "filesTranslation": True,
+            "supportedFilesFormat": list(FILE_TYPES),
+            "language": {
+                "source": {"code": "auto", "name": "Auto Detect"},
+                "target": {
+                    "code": codes.libretranslate_code(target),
+                    "name": codes.parse(target, "target").name,
+                },
+            },
+        }
+    )
+
+
+def _documents(request: Request) -> DocumentStore:
+    store: DocumentStore = request.app.state.documents
+    return store
+
+
+@router.post(
+    "/translate_file",
+    summary="LibreTranslate: translate a file; answers the URL to download it from",
+    openapi_extra=FORM_BODY,
+)
+async def translate_file_route(request: Request, calls: CallsDep) -> Response:
+    params = await read_params(request)
+    upload = params.file("file")
+    if upload is None:
+        raise InvalidRequest("Invalid request: missing file parameter", field="file")
+    source_code = _required(params, "source")
+    target_code = _required(params, "target")
+    caller = _caller(calls, params)
+    filename = PurePath(upload.filename or "").name
+    try:
+        file_type(filename)
+    except Exception as exc:
+        raise InvalidRequest("Invalid request: file format not supported", field="file") from exc
+    source = _language(calls, source_code, "source")
+    target = _language(calls, target_code, "target")
+    assert target is not None
+    data = await upload.read()
+    deadline = calls.config.server.document_timeout
+    result = await calls.run(
+        request,
+        caller,
+        0,
+        lambda: translate_file(
+            calls.translator,
+            filename,
+            data,
+            source.tag if source else None,
+            target.tag,
+            None,
+            deadline,
+        ),
+        charged=lambda done: done.translation.usage.characters,
+    )
+    if result is None:
+        return Response(status_code=CLIENT_CLOSED)
+    doc = _documents(request).put(caller.owner, filename, result)
+    url = f"{str(request.base_url).rstrip('/')}/download_file/{doc.id}.{quote(filename)}"
+    return JSONResponse({"translatedFileUrl": url})
+
+
+@router.get("/download_file/{name}", summary="LibreTranslate: a file /translate_file translated")
+async def download_file(name: str, request: Request) -> Response:
+    doc_id, _, filename = name.partition(".")
+    doc = _documents(request).get(doc_id)
+    if doc is None or doc.result is None or doc.filename != filename:
+        raise NotFound("Invalid filename: no such translated file (it may have expired)")
+    response = Response(doc.result.content, media_type=doc.result.media_type)
+    response.headers["Content-Disposition"] = f"attachment; filename*=UTF-8''{quote(filename)}"
+    return response
+
+
+@router.post("/suggest", summary="LibreTranslate: suggestions (disabled on tolk)")
+async def suggest() -> JSONResponse:
+    return JSONResponse({"error": "Suggestions are disabled on this server."}, status_code=403)

@@ -1,0 +1,122 @@
+"""`tolk keys add/list/revoke`: API keys in the server's key store (tolk.keys).
+
+The store is the configuration's `access.db` (`--config`) or a file given with `--db`.
+Servers using it see a change within a few seconds, without a restart."""
+
+from __future__ import annotations
+
+import datetime as dt
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from tolk.config import ConfigError, load_config, valid_rate
+from tolk.keys import Key, KeyStore, Period
+
+app = typer.Typer(help="API keys: each with a character quota per period and a request rate.")
+DbOption = Annotated[
+    Path | None, typer.Option("--db", help="The key store file (SQLite); else --config's.")
+]
+ConfigOption = Annotated[
+    Path | None, typer.Option("--config", "-c", help="A server configuration with access.db.")
+]
+
+
+def _store(db: Path | None, config: Path | None) -> KeyStore:
+    if db is None and config is not None:
+        try:
+            db = load_config(config).access.db
+        except ConfigError as exc:
+            typer.secho(str(exc), fg=typer.colors.RED, err=True)
+            raise typer.Exit(2) from exc
+    if db is None:
+        typer.secho(
+            "name the key store: --db FILE, or --config FILE whose access.db is set",
+            fg=typer.colors.RED,
+            err=True,
+        )
+        raise typer.Exit(2)
+    return KeyStore(db)
+
+
+def _when(timestamp: float | None) -> str:
+    if timestamp is None:
+        return ""
+    return dt.datetime.fromtimestamp(timestamp, dt.UTC).strftime("%Y-%m-%d %H:%M UTC")
+
+
+@app.command("add")
+def add(
+    name: Annotated[str, typer.Argument(help="A name for the key (who or what uses it).")],
+    quota: Annotated[
+        int | None, typer.Option(help="Characters of source text per period; none: unlimited.")
+    ] = None,
+    period: Annotated[str, typer.Option(help="month or day (UTC calendar).")] = "month",
+    rate: Annotated[
+        str | None, typer.Option(help="Requests allowed, e.g. '10/second', '600/minute'.")
+    ] = None,
+    db: DbOption = None,
+    config: ConfigOption = None,
+) -> None:
+    """Make a key; it is printed once and stored only as a hash."""
+    if period not in ("month", "day"):
+        raise typer.BadParameter("period is month or day", param_hint="--period")
+    try:
+        valid_rate(rate)
+    except ValueError as exc:
+        raise typer.BadParameter(str(exc), param_hint="--rate") from exc
+    store = _store(db, config)
+    chosen: Period = "month" if period == "month" else "day"
+    try:
+        key, secret = store.add(name, quota, chosen, rate)
+    except ValueError as exc:
+        typer.secho(str(exc), fg=typer.colors.RED, err=True)
+        raise typer.Exit(2) from exc
+    typer.echo(secret)
+    typer.secho(
+        f"key '{key.name}' ({key.id}) made; the line above is the key, shown only now",
+        err=True,
+    )
+
+
+@app.command("list")
+def list_keys(
+    db: DbOption = None,
+    config: ConfigOption = None,
+    revoked: Annotated[bool, typer.Option(help="Show revoked keys too.")] = False,
+) -> None:
+    """Keys with their quota, rate and this period's usage (never the keys themselves)."""
+    store = _store(db, config)
+    keys: list[Key] = store.all_keys(include_revoked=revoked)
+    table = Table("name", "id", "quota", "used", "rate", "created", "revoked")
+    for key in keys:
+        quota = f"{key.character_limit}/{key.period}" if key.character_limit else "unlimited"
+        table.add_row(
+            key.name,
+            key.id,
+            quota,
+            str(store.used(key)),
+            key.rate or "unlimited",
+            _when(key.created),
+            _when(key.revoked),
+        )
+    Console().print(table)
+
+
+@app.command("revoke")
+def revoke(
+    name: Annotated[str, typer.Argument(help="The key's name or id.")],
+    db: DbOption = None,
+    config: ConfigOption = None,
+) -> None:
+    """Revoke a key: servers refuse it (403) within a few seconds."""
+    store = _store(db, config)
+    try:
+        key = store.revoke(name)
+    except KeyError as exc:
+        typer.secho(str(exc.args[0]), fg=typer.colors.RED, err=True)
+        raise typer.Exit(2) from exc
+    typer.echo(f"revoked '{key.name}' ({key.id})")

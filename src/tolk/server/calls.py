@@ -1,0 +1,94 @@
+"""What every translating endpoint does around the service, whatever API it speaks: refuse
+while draining, check the caller's key, rate and quota, run the work under the lifecycle's
+guard (a client that leaves aborts its engine requests), count usage and metrics."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Coroutine
+from typing import Any, TypeVar
+
+from starlette.datastructures import MutableHeaders
+from starlette.requests import Request
+
+from tolk.config import TolkConfig
+from tolk.errors import ClientDisconnected, Overloaded
+from tolk.server.access import Access, Caller
+from tolk.server.lifecycle import Lifecycle
+from tolk.server.metrics import ServiceMetrics
+from tolk.translation import Translation, Translator
+
+T = TypeVar("T")
+
+
+def bearer_key(request: Request) -> str | None:
+    """A key from `Authorization: Bearer K` (or DeepL's `DeepL-Auth-Key K`) or `X-API-Key`."""
+    header = request.headers.get("authorization", "")
+    scheme, _, value = header.partition(" ")
+    if scheme.lower() in ("bearer", "deepl-auth-key") and value.strip():
+        return value.strip()
+    return request.headers.get("x-api-key") or None
+
+
+class Calls:
+    def __init__(
+        self,
+        config: TolkConfig,
+        translator: Translator,
+        lifecycle: Lifecycle,
+        metrics: ServiceMetrics,
+        access: Access,
+    ) -> None:
+        self.config = config
+        self.translator = translator
+        self.lifecycle = lifecycle
+        self.metrics = metrics
+        self.access = access
+
+    def deadline(self, requested: float | None = None) -> float:
+        limit = self.config.server.request_timeout
+        return min(limit, requested) if requested else limit
+
+    def admit(self, caller: Caller, characters: int) -> None:
+        """Draining, then the caller's rate and quota: before any work is made."""
+        self.lifecycle.refuse_if_draining()
+        self.access.admit(caller, characters)
+
+    async def run(
+        self,
+        request: Request,
+        caller: Caller,
+        characters: int,
+        work: Callable[[], Coroutine[Any, Any, T]],
+        charged: Callable[[T], int] | None = None,
+    ) -> T | None:
+        """`work()` admitted and guarded; None when the client went away. Usage is counted
+        for work that succeeded: `charged(result)` characters, or `characters`."""
+        self.admit(caller, characters)
+        result = await self.guarded(request, work())
+        if result is not None:
+            self.access.record(caller, charged(result) if charged else characters)
+        return result
+
+    async def guarded(self, request: Request, work: Coroutine[Any, Any, T]) -> T | None:
+        try:
+            return await self.lifecycle.guard(request, work)
+        except Overloaded as exc:
+            self.metrics.rejections.labels(str(exc.details.get("model", ""))).inc()
+            raise
+        except ClientDisconnected:
+            return None
+
+    def record(
+        self, request: Request, headers: MutableHeaders, result: Translation, texts: int
+    ) -> None:
+        request.state.engine_seconds = result.engine_seconds
+        request.state.model = result.model
+        # W3C Server-Timing: lets a client tell engine time from everything else.
+        headers["Server-Timing"] = f"engine;dur={result.engine_seconds * 1000:.3f}"
+        metrics = self.metrics
+        metrics.texts.labels(result.model).inc(texts)
+        metrics.characters.labels(result.model).inc(result.usage.characters)
+        pair = f"{result.source.tag}>{result.target.tag}"
+        for source_tokens, output_tokens in result.lengths:
+            metrics.source_tokens.labels(result.model, pair).observe(source_tokens)
+            metrics.output_tokens.labels(result.model, pair).observe(output_tokens)
