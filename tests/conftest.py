@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
 import httpx
 import pytest
 
-from tests.helpers import ServerProcess, TextMaker, model_config, runtime_env
+from tests.helpers import ServerProcess, TextMaker, model_config, run_tolk, runtime_env
 
 
 @pytest.fixture(scope="session")
@@ -38,16 +39,45 @@ MAIN_GLOSSARIES = {
 }
 
 
+MAIN_LANGUAGES = ["en", "de", "fr", "es", "pt", "zh", "ne"]
+
+
+@dataclass(frozen=True)
+class MainKeys:
+    """Keys in the main server's key store, made with `tolk keys add` before it starts."""
+
+    db: Path
+    full: str  # no quota, no rate
+    tiny: str  # a quota of 20 characters a month
+    slow: str  # 2 requests a minute
+
+
+@pytest.fixture(scope="session")
+def main_keys(tmp_path_factory: pytest.TempPathFactory) -> MainKeys:
+    workdir = tmp_path_factory.mktemp("main-keys")
+    db = workdir / "keys.db"
+
+    def add(name: str, *options: str) -> str:
+        made = run_tolk("keys", "add", name, "--db", str(db), *options, cwd=workdir)
+        assert made.returncode == 0, made.stderr
+        return made.stdout.strip()
+
+    return MainKeys(
+        db, add("full"), add("tiny", "--quota", "20"), add("slow", "--rate", "2/minute")
+    )
+
+
 @pytest.fixture(scope="session")
 def main_server(
-    test_model: Path, tmp_path_factory: pytest.TempPathFactory
+    test_model: Path, tmp_path_factory: pytest.TempPathFactory, main_keys: MainKeys
 ) -> Iterator[ServerProcess]:
     workdir = tmp_path_factory.mktemp("main-server")
     server = ServerProcess.launch(
         workdir,
         "main",
-        [model_config("demo", test_model, languages=["en", "de", "fr", "ne"])],
+        [model_config("demo", test_model, languages=MAIN_LANGUAGES)],
         glossaries=MAIN_GLOSSARIES,
+        access={"db": str(main_keys.db)},
         **MAIN_LIMITS,
     )
     yield server

@@ -64,12 +64,15 @@ class ServerProcess(LocalServer):
         models: list[dict[str, Any]],
         port: int | None = None,
         glossaries: dict[str, Any] | None = None,
+        access: dict[str, Any] | None = None,
         **server: Any,
     ) -> ServerProcess:
         port = port or free_port()
         config = {"server": {"host": "127.0.0.1", "port": port, **server}, "models": models}
         if glossaries:
             config["glossaries"] = glossaries
+        if access:
+            config["access"] = access
         config_path = workdir / f"{name}.yaml"
         config_path.write_text(yaml.safe_dump(config))
         command = [sys.executable, "-m", "tolk", "serve", "--config", str(config_path)]

@@ -109,7 +109,7 @@ async def test_routes_by_pair_and_refuses_unserved_pairs(
     assert (model.status_code, model.json()["error"]["code"]) == (400, "unknown_model")
     big = await proxy.post("/translate", json={**BODY, "text": "x" * 5000})
     assert (big.status_code, big.json()["error"]["code"]) == (413, "payload_too_large")
-    languages = (await proxy.get("/languages")).json()["models"]
+    languages = (await proxy.get("/models")).json()["models"]
     assert {m["model"] for m in languages} == {"u1", "u2"}
     missing = await proxy.get("/nowhere")
     assert (missing.status_code, missing.json()["error"]["code"]) == (404, "not_found")

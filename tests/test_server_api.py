@@ -9,6 +9,7 @@ from typing import Any
 import httpx
 import pytest
 
+from tests.conftest import MAIN_LANGUAGES
 from tests.helpers import TextMaker, metric_samples
 
 pytestmark = pytest.mark.engine
@@ -125,7 +126,7 @@ async def test_unsupported_pair_lists_what_is_supported(client: httpx.AsyncClien
         "/translate", json={"text": "Hi", "source_lang": "en", "target_lang": "ja"}
     )
     error = assert_error(response, 400, "unsupported_language_pair")
-    assert error["supported"] == [{"model": "demo", "languages": ["en", "de", "fr", "ne"]}]
+    assert error["supported"] == [{"model": "demo", "languages": MAIN_LANGUAGES}]
     assert (error["source_lang"], error["target_lang"]) == ("en", "ja")
 
 
@@ -193,13 +194,13 @@ async def test_request_id_is_echoed(client: httpx.AsyncClient) -> None:
 async def test_health_ready_languages_docs(client: httpx.AsyncClient) -> None:
     assert (await client.get("/health")).json() == {"status": "ok"}
     assert (await client.get("/ready")).json() == {"status": "ready", "models": {"demo": "ready"}}
-    languages = (await client.get("/languages")).json()
+    languages = (await client.get("/models")).json()
     assert languages == {
         "models": [
             {
                 "model": "demo",
                 "prompt_format": "chat",
-                "languages": ["en", "de", "fr", "ne"],
+                "languages": MAIN_LANGUAGES,
                 "pairs": [],
                 "ready": True,
             }

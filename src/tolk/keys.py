@@ -248,6 +248,19 @@ class KeyStore:
             rows = self._db.execute(query + " ORDER BY created", args).fetchall()
         return [StoredGlossary(i, o, n, s, t, json.loads(e), c) for i, o, n, s, t, e, c in rows]
 
+    def glossary(self, glossary_id: str) -> StoredGlossary | None:
+        """Any owner's glossary by id (an id is unguessable: having it is using it)."""
+        with self._lock:
+            row = self._db.execute(
+                "SELECT id, owner, name, source_lang, target_lang, entries, created "
+                "FROM glossaries WHERE id = ?",
+                (glossary_id,),
+            ).fetchone()
+        if row is None:
+            return None
+        i, o, n, s, t, e, c = row
+        return StoredGlossary(i, o, n, s, t, json.loads(e), c)
+
     def delete_glossary(self, owner: str, glossary_id: str) -> bool:
         with self._tx() as db:
             deleted = db.execute(

@@ -38,7 +38,7 @@ from tolk.translation.files import file_type, translate_file
 from tolk.translation.html_format import TagRules
 from tolk.translation.prompts import FORMAL_REGISTERS, INSTRUCTED, Instructions
 from tolk.translation.segment import SplitMode
-from tolk.translation.service import GlossaryRequest, NamedGlossary, Translation
+from tolk.translation.service import GlossaryRequest, Translation
 
 router = APIRouter(prefix="/v2", tags=["DeepL API v2"])
 
@@ -293,7 +293,6 @@ async def create_glossary(request: Request, calls: CallsDep) -> JSONResponse:
     glossary = calls.access.store.add_glossary(
         caller.owner, name, source.code, target.code, entries
     )
-    calls.translator.glossaries[glossary.id] = NamedGlossary(source.code, target.code, entries)
     return JSONResponse(_glossary_info(glossary), status_code=201)
 
 
@@ -324,7 +323,6 @@ async def delete_glossary(glossary_id: str, request: Request, calls: CallsDep) -
     caller = _caller(calls, request, await read_params(request))
     if not calls.access.store.delete_glossary(caller.owner, glossary_id):
         raise NotFound("Glossary not found")
-    calls.translator.glossaries.pop(glossary_id, None)
     return Response(status_code=204)
 
 

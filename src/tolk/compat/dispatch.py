@@ -18,6 +18,8 @@ import json
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from tolk.server.errors import Api
+
 LIBRETRANSLATE_PATHS = frozenset(
     {"/languages", "/frontend/settings", "/translate_file", "/suggest"}
 )
@@ -34,6 +36,24 @@ CORS = [
     (b"access-control-allow-credentials", b"true"),
     (b"access-control-max-age", b"1728000"),
 ]
+
+
+def api_of_path(path: str) -> Api | None:
+    """The API a path belongs to; None for the two shared paths (the request tells)."""
+    if path.startswith("/v2/"):
+        return "deepl"
+    if (
+        path in LIBRETRANSLATE_PATHS
+        or path.startswith("/download_file/")
+        or path.startswith(LIBRETRANSLATE_PREFIX + "/")
+    ):
+        return "libretranslate"
+    return None if path in SHARED_PATHS else "tolk"
+
+
+def is_libretranslate(media: bytes, query_has_q: bool, body: bytes | None) -> bool:
+    """On a shared path: a form, `q` in the query, or a JSON object with `q`."""
+    return media in FORMS or query_has_q or (body is not None and _has_q(body))
 
 
 def _header(scope: Scope, name: bytes) -> bytes:
@@ -62,22 +82,14 @@ class ApiDispatch:
             await self.app(scope, receive, send)
             return
         path: str = scope["path"]
-        api = "tolk"
-        if path.startswith("/v2/"):
-            api = "deepl"
-        elif (
-            path in LIBRETRANSLATE_PATHS
-            or path.startswith("/download_file/")
-            or path.startswith(LIBRETRANSLATE_PREFIX + "/")
-        ):
-            api = "libretranslate"
-        elif path in SHARED_PATHS and scope["method"] in ("POST", "OPTIONS"):
+        api: Api = api_of_path(path) or "tolk"
+        if path in SHARED_PATHS and scope["method"] in ("POST", "OPTIONS"):
             media = _header(scope, b"content-type").split(b";")[0].strip().lower()
-            if scope["method"] == "OPTIONS" or media in FORMS or _query_has_q(scope):
+            if scope["method"] == "OPTIONS" or is_libretranslate(media, _query_has_q(scope), None):
                 api = "libretranslate"
             else:
                 body, receive = await self._peek(scope, receive)
-                if body is not None and _has_q(body):
+                if is_libretranslate(media, False, body):
                     api = "libretranslate"
             if api == "libretranslate":
                 scope["path"] = LIBRETRANSLATE_PREFIX + path

@@ -13,6 +13,7 @@ case) are not made; `/suggest` answers 403 "disabled", as LibreTranslate does by
 
 from __future__ import annotations
 
+import re
 from pathlib import PurePath
 from typing import Annotated, Any
 from urllib.parse import quote
@@ -29,9 +30,10 @@ from tolk.server.access import Caller
 from tolk.server.calls import Calls
 from tolk.server.middleware import CLIENT_CLOSED
 from tolk.translation.files import FILE_TYPES, file_type, translate_file
-from tolk.translation.service import Translation
+from tolk.translation.service import GlossaryRequest, Translation
 
 router = APIRouter(tags=["LibreTranslate API"])
+WEBLATE_PLACEABLE = re.compile(r"\[X\d+X\]")
 FORM_BODY: dict[str, Any] = {
     "requestBody": {
         "content": {
@@ -116,6 +118,9 @@ async def translate(request: Request, calls: CallsDep) -> Response:
     assert target is not None
     deadline = calls.deadline()
 
+    # Weblate's placeables ([X12X]) come back exactly as sent.
+    placeables = sorted({m for t in texts for m in WEBLATE_PLACEABLE.findall(t)})
+
     async def work() -> Translation:
         try:
             return await calls.translator.translate(
@@ -125,6 +130,7 @@ async def translate(request: Request, calls: CallsDep) -> Response:
                 None,
                 deadline,
                 fmt="html" if fmt == "html" else "text",
+                glossary=GlossaryRequest(do_not_translate=placeables),
             )
         except UnsupportedLanguagePair as exc:
             raise UnsupportedLanguagePair(

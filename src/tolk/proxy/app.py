@@ -13,11 +13,14 @@ import contextlib
 import json
 import logging
 import math
+import re
 import time
 import uuid
+from collections import OrderedDict
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from typing import Any
+from urllib.parse import parse_qs
 
 import aiohttp
 from fastapi import FastAPI, Request, Response
@@ -26,11 +29,13 @@ from prometheus_client import CONTENT_TYPE_LATEST
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 import tolk
+from tolk.compat.codes import LIBRETRANSLATE_ALIASES
+from tolk.compat.dispatch import CORS, api_of_path, is_libretranslate
 from tolk.languages import InvalidLanguageCode, lang
 from tolk.proxy.config import ProxyConfig
 from tolk.proxy.metrics import ProxyMetrics
 from tolk.proxy.upstreams import Upstream, UpstreamPool
-from tolk.server.errors import error_response, install_error_handlers
+from tolk.server.errors import ERROR_CODE_HEADER, Api, error_response, install_error_handlers
 from tolk.server.lifecycle import wait_for_disconnect
 
 log = logging.getLogger("tolk.proxy")
@@ -38,31 +43,78 @@ log = logging.getLogger("tolk.proxy")
 # Statuses an upstream answers when it cannot take a request now; another may.
 RETRYABLE_CODES = {"overloaded", "shutting_down", "engine_unavailable"}
 # Upstream response headers the client gets (lower-cased), besides the body.
-PASSED_HEADERS = frozenset({"content-type", "retry-after", "x-request-id", "server-timing"})
+PASSED_HEADERS = frozenset(
+    {
+        "content-type",
+        "content-disposition",
+        "retry-after",
+        "x-request-id",
+        "server-timing",
+        "x-tolk-error-code",
+        "x-tolk-segments",
+        "x-tolk-detected-source-lang",
+        *(name.decode() for name, _ in CORS),
+    }
+)
 CLIENT_CLOSED = 499
 
 
 @dataclass(frozen=True)
 class Route:
-    source: str
+    source: str | None  # None: the upstream detects it ("auto", or not given)
     target: str
     model: str | None
 
 
-def route_of(body: bytes) -> Route | None:
-    """The language pair (normalised tags) and model of a translate body;
-    None when the body is not a well-formed request (an upstream will say what is wrong)."""
+@dataclass(frozen=True)
+class Target:
+    """Where an attempt goes on the upstream, and the request headers passed on."""
+
+    method: str = "POST"
+    path: str = "/translate"  # with the query string, if any
+    headers: tuple[tuple[str, str], ...] = (("Content-Type", "application/json"),)
+
+
+TRANSLATE = Target()
+# Request headers a forwarded request keeps (besides the body).
+FORWARDED_HEADERS = frozenset({"content-type", "authorization", "accept", "x-api-key"})
+
+
+def _fields(body: bytes, media: str, query: str) -> dict[str, Any] | None:
+    """A request's parameters, as the server reads them: a JSON object, or a urlencoded
+    form (multipart is parsed by `_multipart_fields`), then the query string."""
+    fields: dict[str, Any] = {k: v[0] for k, v in parse_qs(query).items()}
+    if media == "application/x-www-form-urlencoded":
+        fields |= {k: v[0] for k, v in parse_qs(body.decode("utf-8", "replace")).items()}
+        return fields
+    if not body.strip():
+        return fields
     try:
         data = json.loads(body)
     except ValueError:
         return None
-    if not isinstance(data, dict):
-        return None
-    source, target, model = data.get("source_lang"), data.get("target_lang"), data.get("model")
-    if not isinstance(source, str) or not isinstance(target, str):
+    return {**fields, **data} if isinstance(data, dict) else None
+
+
+def route_of(body: bytes, media: str = "application/json", query: str = "") -> Route | None:
+    """The language pair (normalised tags) and model of a translate body of any of the
+    three APIs (tolk and DeepL: source_lang/target_lang; LibreTranslate: source/target);
+    None when it is not a well-formed request (an upstream will say what is wrong)."""
+    data = _fields(body, media, query)
+    return None if data is None else _route(data)
+
+
+def _route(data: dict[str, Any]) -> Route | None:
+    source = data.get("source_lang", data.get("source"))
+    target = data.get("target_lang", data.get("target"))
+    model = data.get("model")
+    if not isinstance(target, str) or not (source is None or isinstance(source, str)):
         return None
     try:
-        s, t = lang(source).tag, lang(target).tag
+        s = None
+        if source is not None and source.strip().lower() not in ("", "auto"):
+            s = lang(LIBRETRANSLATE_ALIASES.get(source.lower(), source)).tag
+        t = lang(LIBRETRANSLATE_ALIASES.get(target.lower(), target)).tag
     except InvalidLanguageCode:
         return None
     return Route(s, t, model if isinstance(model, str) else None)
@@ -81,6 +133,9 @@ class Attempt:
     detail: str = ""
 
     def error_code(self) -> str | None:
+        """The upstream's error code: its header (any API's error), else the body's."""
+        if self.headers and ERROR_CODE_HEADER.lower() in self.headers:
+            return self.headers[ERROR_CODE_HEADER.lower()]
         try:
             error = json.loads(self.body).get("error")
         except (ValueError, AttributeError):
@@ -102,10 +157,15 @@ class Forwarder:
         self.metrics = metrics
 
     async def attempt(
-        self, upstream: Upstream, body: bytes, request_id: str, remaining: float
+        self,
+        upstream: Upstream,
+        body: bytes,
+        request_id: str,
+        remaining: float,
+        target: Target = TRANSLATE,
     ) -> Attempt:
         headers = {
-            "Content-Type": "application/json",
+            **dict(target.headers),
             "X-Request-ID": request_id,
             # The upstream stops the work itself when the proxy's deadline passes.
             "X-Request-Timeout": f"{remaining:.3f}",
@@ -115,8 +175,9 @@ class Forwarder:
         started = time.perf_counter()
         responded = False
         try:
-            async with self.session.post(
-                f"{upstream.url}/translate",
+            async with self.session.request(
+                target.method,
+                f"{upstream.url}{target.path}",
                 data=body,
                 headers=headers,
                 timeout=aiohttp.ClientTimeout(total=remaining),
@@ -167,7 +228,8 @@ class Forwarder:
         if attempt.failure is not None:
             retry = attempt.failure in ("connect", "reset")
             failed = True
-        elif attempt.status == 503:
+        elif attempt.status in (503, 429) and attempt.error_code() != "rate_limited":
+            # 429: the drop-in APIs' overload (their clients retry 429, not 503).
             code = attempt.error_code()
             retry = code in RETRYABLE_CODES
             if code == "shutting_down" and upstream.mark_down("answered 503 shutting_down"):
@@ -188,7 +250,12 @@ class Forwarder:
         return retry
 
     async def forward(
-        self, body: bytes, request_id: str, candidates: list[Upstream], deadline: float
+        self,
+        body: bytes,
+        request_id: str,
+        candidates: list[Upstream],
+        deadline: float,
+        target: Target = TRANSLATE,
     ) -> tuple[Attempt | None, float, list[Attempt]]:
         """Try candidates until one answers for good, attempts run out, or the deadline
         passes. Returns the final attempt (None if none could be made), the seconds spent
@@ -206,7 +273,7 @@ class Forwarder:
             if remaining <= 0:
                 break
             tried.add(upstream.url)
-            attempt = await self.attempt(upstream, body, request_id, remaining)
+            attempt = await self.attempt(upstream, body, request_id, remaining, target)
             attempts.append(attempt)
             if not self.judge(attempt):
                 break
@@ -240,7 +307,10 @@ def create_proxy_app(config: ProxyConfig) -> FastAPI:
         metrics = ProxyMetrics(pool)
         pool.listeners.append(_log_event(metrics))
         state.update(
-            pool=pool, metrics=metrics, forwarder=Forwarder(config, pool, session, metrics)
+            pool=pool,
+            metrics=metrics,
+            forwarder=Forwarder(config, pool, session, metrics),
+            sticky=OrderedDict(),
         )
         app.state.pool, app.state.metrics = pool, metrics
         lang("en")  # load langcodes' data now, not on the first request
@@ -275,7 +345,7 @@ def create_proxy_app(config: ProxyConfig) -> FastAPI:
         metrics.latency.labels("/translate").observe(time.perf_counter() - started)
         return response
 
-    @app.get("/languages", summary="Every pair some upstream serves, by model")
+    @app.get("/models", summary="Every pair some upstream serves, by model")
     async def languages() -> JSONResponse:
         pool: UpstreamPool = state["pool"]
         models: dict[str, dict[str, Any]] = {}
@@ -331,6 +401,20 @@ def create_proxy_app(config: ProxyConfig) -> FastAPI:
     async def metrics_endpoint() -> Response:
         metrics: ProxyMetrics = state["metrics"]
         return Response(metrics.exposition(), media_type=CONTENT_TYPE_LATEST)
+
+    @app.api_route(
+        "/{path:path}", methods=["GET", "POST", "DELETE", "OPTIONS"], include_in_schema=False
+    )
+    async def forwarded(request: Request, path: str) -> Response:
+        """Everything else the servers answer: DeepL's /v2/..., LibreTranslate's paths,
+        /detect, /translate/file, the web page; routed like /translate when it names a pair."""
+        started = time.perf_counter()
+        metrics: ProxyMetrics = state["metrics"]
+        response = await _translate(request, request.state.request_id, state, config)
+        label = "/" + path.split("/", 1)[0]
+        metrics.requests.labels(label, str(response.status_code)).inc()
+        metrics.latency.labels(label).observe(time.perf_counter() - started)
+        return response
 
     app.state.translate = translate
     return app
@@ -410,33 +494,85 @@ def _log_event(metrics: ProxyMetrics) -> Any:
     return listener
 
 
+FILE_PATHS = frozenset({"/translate/file", "/v2/document", "/translate_file"})
+STICKY = re.compile(r"^/(?:v2/document/|download_file/)([0-9A-Fa-f]+)")
+MAX_STICKY = 10_000
+
+
+async def _multipart_fields(body: bytes, content_type: str) -> dict[str, Any]:
+    """A multipart body's text fields (the file parts are not needed to route)."""
+
+    async def receive() -> Message:
+        return {"type": "http.request", "body": body, "more_body": False}
+
+    scope = {
+        "type": "http",
+        "method": "POST",
+        "headers": [(b"content-type", content_type.encode())],
+    }
+    form = await Request(scope, receive).form()
+    return {k: v for k, v in form.multi_items() if isinstance(v, str)}
+
+
 async def _translate(
     request: Request, request_id: str, state: dict[str, Any], config: ProxyConfig
 ) -> Response:
+    """Forward a request to an upstream: a translation (any API) to one serving its pair,
+    a document's later calls to the upstream that has it, anything else to any upstream;
+    retried elsewhere when an upstream cannot take it."""
     pool: UpstreamPool = state["pool"]
     forwarder: Forwarder = state["forwarder"]
     metrics: ProxyMetrics = state["metrics"]
+    sticky: OrderedDict[str, str] = state["sticky"]
     started = time.perf_counter()
+    path = request.url.path
+    content_type = request.headers.get("content-type", "")
+    media = content_type.split(";")[0].strip().lower()
+    query = request.url.query
+    api: Api | None = api_of_path(path)
+    limit = config.max_file_bytes if path in FILE_PATHS else config.max_body_bytes
     declared = request.headers.get("content-length")
-    if declared is not None and declared.isdigit() and int(declared) > config.max_body_bytes:
-        return _too_large(config, request_id)
+    if declared is not None and declared.isdigit() and int(declared) > limit:
+        return _too_large(limit, request_id, api or "tolk")
     body = await request.body()
-    if len(body) > config.max_body_bytes:
-        return _too_large(config, request_id)
+    if api is None:  # tolk's and LibreTranslate's shared paths: the request tells
+        has_q = "q" in parse_qs(query)
+        api = "libretranslate" if is_libretranslate(media.encode(), has_q, body) else "tolk"
+    assert api is not None
+    if len(body) > limit:
+        return _too_large(limit, request_id, api)
     deadline = config.request_timeout
     asked = _seconds(request.headers.get("x-request-timeout"), default=math.inf)
     if 0 < asked < deadline:
         deadline = asked
 
-    route = route_of(body)
-    if route is None:
-        candidates = list(pool.upstreams.values())  # any upstream can explain what is wrong
+    if path == "/translate" and request.method == "POST" and api == "tolk":
+        route = route_of(body)  # the hot path: tolk's JSON
+    elif media == "multipart/form-data":
+        route = _route(
+            {k: v for k, v in parse_qs(query).items()} | await _multipart_fields(body, content_type)
+        )
+    else:
+        route = route_of(body, media, query) if request.method == "POST" else None
+    held = STICKY.match(path)
+    if held and held[1].upper() in sticky:
+        url = sticky[held[1].upper()]
+        candidates = [pool.upstreams[url]] if url in pool.upstreams else []
+    elif route is None:
+        candidates = list(pool.upstreams.values())  # any upstream can answer (or explain)
     else:
         candidates = pool.serving(route.source, route.target, route.model)
         if not candidates:
-            return _unserved(pool, route, request_id)
+            return _unserved(pool, route, request_id, api)
     if not any(u.available() for u in candidates):
-        return _none_healthy(config, candidates, route, request_id)
+        return _none_healthy(config, candidates, route, request_id, api)
+    target = TRANSLATE
+    if api != "tolk" or path != "/translate":
+        target = Target(
+            request.method,
+            f"{path}?{query}" if query else path,
+            tuple((k, v) for k, v in request.headers.items() if k.lower() in FORWARDED_HEADERS),
+        )
 
     # If the client leaves, the forwarding is cancelled where it stands: dropping the
     # upstream connection makes the upstream abort the work. One watcher task, no second
@@ -453,7 +589,9 @@ async def _translate(
 
     watcher = asyncio.create_task(watch())
     try:
-        final, waited, attempts = await forwarder.forward(body, request_id, candidates, deadline)
+        final, waited, attempts = await forwarder.forward(
+            body, request_id, candidates, deadline, target
+        )
     except asyncio.CancelledError:
         if not left:
             raise
@@ -462,9 +600,9 @@ async def _translate(
     finally:
         watcher.cancel()
     if final is None:
-        return _none_healthy(config, candidates, route, request_id)
+        return _none_healthy(config, candidates, route, request_id, api)
     if final.failure is not None:
-        return _failed(final, attempts, deadline, request_id)
+        return _failed(final, attempts, deadline, request_id, api)
     added = max(0.0, time.perf_counter() - started - waited)
     metrics.added.observe(added)
     headers = dict(final.headers or {})
@@ -480,22 +618,49 @@ async def _translate(
     )
     headers["server-timing"] = timing
     headers["x-tolk-upstream"] = final.upstream.url
-    media = headers.pop("content-type", "application/json")
-    return Response(final.body, status_code=final.status, headers=headers, media_type=media)
+    media_out = headers.pop("content-type", "application/json")
+    payload = final.body
+    if final.status == 200 and path in ("/v2/document", "/translate_file"):
+        payload = _hold(payload, final.upstream.url, sticky, str(request.base_url))
+    return Response(payload, status_code=final.status, headers=headers, media_type=media_out)
 
 
-def _too_large(config: ProxyConfig, request_id: str) -> Response:
+def _hold(payload: bytes, upstream: str, sticky: OrderedDict[str, str], base_url: str) -> bytes:
+    """A document stays on the upstream that made it: remember which, and give the client
+    LibreTranslate's download URL through the proxy."""
+    try:
+        data = json.loads(payload)
+    except ValueError:
+        return payload
+    if not isinstance(data, dict):
+        return payload
+    url = data.get("translatedFileUrl")
+    doc_id = data.get("document_id")
+    if isinstance(url, str):
+        name = url.rsplit("/download_file/", 1)[-1]
+        doc_id = name.split(".", 1)[0]
+        data["translatedFileUrl"] = f"{base_url.rstrip('/')}/download_file/{name}"
+        payload = json.dumps(data).encode()
+    if isinstance(doc_id, str):
+        sticky[doc_id.upper()] = upstream
+        while len(sticky) > MAX_STICKY:
+            sticky.popitem(last=False)
+    return payload
+
+
+def _too_large(limit: int, request_id: str, api: Api) -> Response:
     return error_response(
         413,
         "payload_too_large",
-        f"the request body is larger than the proxy's limit of {config.max_body_bytes} bytes; "
-        "send fewer or shorter texts per request",
+        f"the request body is larger than the proxy's limit of {limit} bytes; "
+        "send fewer or shorter texts (or a smaller file) per request",
         request_id=request_id,
-        limit=config.max_body_bytes,
+        limit=limit,
+        api=api,
     )
 
 
-def _unserved(pool: UpstreamPool, route: Route, request_id: str) -> Response:
+def _unserved(pool: UpstreamPool, route: Route, request_id: str, api: Api) -> Response:
     if route.model is not None and route.model not in pool.served_models():
         return error_response(
             400,
@@ -504,14 +669,16 @@ def _unserved(pool: UpstreamPool, route: Route, request_id: str) -> Response:
             f"{', '.join(pool.served_models()) or 'none discovered yet'}",
             request_id=request_id,
             models=pool.served_models(),
+            api=api,
         )
     scope = f"model '{route.model}'" if route.model else "any model"
     return error_response(
         400,
         "unsupported_language_pair",
-        f"no upstream serves {route.source} to {route.target} with {scope}; see "
-        "'served_pairs' (or GET /languages) for what is served",
+        f"no upstream serves {route.source or 'any language'} to {route.target} with {scope}; "
+        "see 'served_pairs' (or GET /models) for what is served",
         request_id=request_id,
+        api=api,
         source_lang=route.source,
         target_lang=route.target,
         served_pairs=pool.served_pairs(),
@@ -519,15 +686,20 @@ def _unserved(pool: UpstreamPool, route: Route, request_id: str) -> Response:
 
 
 def _none_healthy(
-    config: ProxyConfig, candidates: list[Upstream], route: Route | None, request_id: str
+    config: ProxyConfig,
+    candidates: list[Upstream],
+    route: Route | None,
+    request_id: str,
+    api: Api = "tolk",
 ) -> Response:
-    what = f"{route.source} to {route.target}" if route else "this request"
+    what = f"{route.source or 'any language'} to {route.target}" if route else "this request"
     return error_response(
         503,
         "no_healthy_upstream",
         f"{len(candidates)} upstream(s) serve {what}, but none is healthy or accepting "
         "requests right now; retry after the Retry-After seconds",
         request_id=request_id,
+        api=api,
         retry_after=config.health.interval * config.health.rise,
         upstreams=[
             {
@@ -541,7 +713,9 @@ def _none_healthy(
     )
 
 
-def _failed(final: Attempt, attempts: list[Attempt], deadline: float, request_id: str) -> Response:
+def _failed(
+    final: Attempt, attempts: list[Attempt], deadline: float, request_id: str, api: Api
+) -> Response:
     tried = [
         {"upstream": a.upstream.url, "failure": a.failure or str(a.status), "detail": a.detail}
         for a in attempts
@@ -555,6 +729,7 @@ def _failed(final: Attempt, attempts: list[Attempt], deadline: float, request_id
             request_id=request_id,
             deadline=deadline,
             attempts=tried,
+            api=api,
         )
     return error_response(
         502,
@@ -563,4 +738,5 @@ def _failed(final: Attempt, attempts: list[Attempt], deadline: float, request_id
         "retry later",
         request_id=request_id,
         attempts=tried,
+        api=api,
     )

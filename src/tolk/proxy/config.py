@@ -68,6 +68,9 @@ class ProxyConfig(_Strict):
     )
     max_connections: int = Field(1000, ge=1, description="Pooled connections to all upstreams.")
     max_body_bytes: int = Field(1 << 20, ge=1)
+    max_file_bytes: int = Field(
+        10 << 20, ge=1, description="Largest file upload forwarded (the servers' own default)."
+    )
     log_level: str = "info"
 
     @model_validator(mode="after")

@@ -19,7 +19,7 @@ from typing import Any
 import aiohttp
 
 from tolk.bench.scrape import Snapshot
-from tolk.languages import LanguageCoverage, parse_pair
+from tolk.languages import LanguageCoverage, parse_pair, serves
 from tolk.proxy.config import BreakerSettings, DnsUpstreams, HealthSettings, ProxyConfig
 
 log = logging.getLogger("tolk.proxy")
@@ -114,6 +114,13 @@ class ModelInfo:
         """Matched as the server itself matches: a model serving `de` takes `de-AT`."""
         return self.coverage.covers(source, target)
 
+    def targets(self, target: str) -> bool:
+        """Whether some source of this model translates into `target`."""
+        coverage = self.coverage
+        return any(serves(t, target) for t in coverage.languages) or any(
+            serves(p.target, target) for p in coverage.pairs
+        )
+
 
 @dataclass
 class Upstream:
@@ -136,11 +143,13 @@ class Upstream:
     last_error: str | None = None
     tasks: list[asyncio.Task[None]] = field(default_factory=list)
 
-    def serves(self, source: str, target: str, model: str | None) -> bool:
-        if model is not None:
-            info = self.models.get(model)
-            return info is not None and info.covers(source, target)
-        return any(m.covers(source, target) for m in self.models.values())
+    def serves(self, source: str | None, target: str, model: str | None) -> bool:
+        """`source` None: the upstream detects it, so any model with this target will do."""
+        models = [self.models.get(model)] if model is not None else list(self.models.values())
+        return any(
+            m is not None and (m.covers(source, target) if source else m.targets(target))
+            for m in models
+        )
 
     def available(self) -> bool:
         return self.up and self.clock() >= self.cooling_until and self.breaker.allows()
@@ -242,7 +251,7 @@ class UpstreamPool:
         self.upstreams: dict[str, Upstream] = {}
         self.listeners: list[Listener] = []
         self._tasks: list[asyncio.Task[None]] = []
-        self._routes: dict[tuple[str, str, str | None], list[str]] = {}
+        self._routes: dict[tuple[str | None, str, str | None], list[str]] = {}
 
     # -- membership ------------------------------------------------------------------------
 
@@ -386,7 +395,7 @@ class UpstreamPool:
 
     # -- choice ----------------------------------------------------------------------------
 
-    def serving(self, source: str, target: str, model: str | None) -> list[Upstream]:
+    def serving(self, source: str | None, target: str, model: str | None) -> list[Upstream]:
         """Upstreams serving the pair (healthy or not), from a cache that discovery and
         membership changes clear."""
         key = (source, target, model)

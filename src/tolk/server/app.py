@@ -83,10 +83,15 @@ def create_app(config: TolkConfig) -> FastAPI:
             name: NamedGlossary(g.source_lang, g.target_lang, g.entries)
             for name, g in config.glossaries.items()
         }
-        # Glossaries made through DeepL's API, kept in the key store.
-        glossaries |= {
-            g.id: NamedGlossary(g.source_lang, g.target_lang, g.entries) for g in store.glossaries()
-        }
+
+        def find_glossary(glossary_id: str) -> NamedGlossary | None:
+            """One made through DeepL's API (kept in the key store, which other servers
+            may share)."""
+            found = store.glossary(glossary_id)
+            if found is None:
+                return None
+            return NamedGlossary(found.source_lang, found.target_lang, found.entries)
+
         translator = Translator(
             pool,
             Limits(
@@ -96,6 +101,7 @@ def create_app(config: TolkConfig) -> FastAPI:
             ),
             glossaries,
             Detector(t for e in pool.engines for t in e.settings.coverage.tags()),
+            find_glossary,
         )
         app.state.translator = translator
         app.state.calls = Calls(config, translator, lifecycle, metrics, access)

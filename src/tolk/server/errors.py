@@ -29,6 +29,7 @@ _HTTP_CODES = {
 
 
 Api = Literal["tolk", "deepl", "libretranslate"]
+ERROR_CODE_HEADER = "X-Tolk-Error-Code"
 
 # The drop-in APIs answer errors as their clients expect: DeepL `{"message"}` with its
 # statuses (456 for a spent quota; 429, which its clients retry, for overload), and
@@ -72,7 +73,8 @@ def error_response(
     api: Api = "tolk",
     **details: Any,
 ) -> JSONResponse:
-    all_headers = dict(headers or {})
+    # The code in a header too: the proxy reads it whatever shape the body has.
+    all_headers = {ERROR_CODE_HEADER: code, **(headers or {})}
     if retry_after is not None:
         all_headers["Retry-After"] = str(max(1, math.ceil(retry_after)))
     if api == "deepl":

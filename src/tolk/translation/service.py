@@ -362,10 +362,13 @@ class Translator:
         limits: Limits,
         glossaries: Mapping[str, NamedGlossary] | None = None,
         detector: Detector | None = None,
+        find_glossary: Callable[[str], NamedGlossary | None] | None = None,
     ) -> None:
         self.pool = pool
         self.limits = limits
         self.glossaries = dict(glossaries or {})
+        # Glossaries made elsewhere (another server sharing the key store) found on a miss.
+        self.find_glossary = find_glossary or (lambda glossary_id: None)
         self.detector = detector or Detector(
             t for e in pool.engines for t in e.settings.coverage.tags()
         )
@@ -376,7 +379,7 @@ class Translator:
     def _glossary(self, request: GlossaryRequest, source: Lang, target: Lang) -> Glossary:
         entries: dict[str, str] = {}
         for glossary_id in request.ids:
-            named = self.glossaries.get(glossary_id)
+            named = self.glossaries.get(glossary_id) or self.find_glossary(glossary_id)
             if named is None:
                 known = ", ".join(sorted(self.glossaries)) or "none are configured"
                 raise UnknownGlossary(
