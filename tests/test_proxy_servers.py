@@ -107,6 +107,81 @@ async def test_each_pair_lands_on_the_server_that_serves_it(servers: Pair) -> No
         }
 
 
+async def test_deepl_and_libretranslate_requests_route_by_their_bodies(servers: Pair) -> None:
+    async with httpx.AsyncClient(base_url=servers.proxy.url, timeout=60) as proxy:
+        deepl_form = await proxy.post(
+            "/v2/translate",
+            data={"text": ["Bonjour", "Salut"], "target_lang": "FR", "source_lang": "EN"},
+            headers={"Authorization": "DeepL-Auth-Key any"},
+        )
+        assert deepl_form.status_code == 200, deepl_form.text
+        assert deepl_form.headers["x-tolk-upstream"] == servers.a.url  # only A serves fr
+        assert len(deepl_form.json()["translations"]) == 2
+        mastodon = await proxy.post(
+            "/translate",
+            json={
+                "q": ["<p>Hello there, friends</p>"],
+                "source": "auto",
+                "target": "es",
+                "format": "html",
+                "api_key": "",
+            },
+        )
+        assert mastodon.status_code == 200, mastodon.text
+        assert mastodon.headers["x-tolk-upstream"] == servers.b.url  # only B serves es
+        assert mastodon.headers["access-control-allow-origin"] == "*"
+        assert mastodon.json()["detectedLanguage"][0]["language"] == "en"
+        multipart = await proxy.post(
+            "/translate",
+            files={"q": (None, "Hello"), "source": (None, "en"), "target": (None, "fr")},
+        )
+        assert multipart.headers["x-tolk-upstream"] == servers.a.url
+        nobody = await proxy.post("/translate", data={"q": "x", "source": "fr", "target": "es"})
+        assert nobody.status_code == 400
+        assert set(nobody.json()) == {"error"}
+        deepl_nobody = await proxy.post(
+            "/v2/translate", json={"text": ["x"], "source_lang": "FR", "target_lang": "ES"}
+        )
+        assert deepl_nobody.status_code == 400
+        assert "message" in deepl_nobody.json()
+
+        # A file's later calls reach the server that has it, through the proxy's own URL.
+        upload = await proxy.post(
+            "/translate_file",
+            files={
+                "file": ("a.txt", b"Hello world\n"),
+                "source": (None, "en"),
+                "target": (None, "es"),
+            },
+        )
+        url = upload.json()["translatedFileUrl"]
+        assert url.startswith(servers.proxy.url)
+        assert (await proxy.get(url)).status_code == 200
+        document = await proxy.post(
+            "/v2/document",
+            files={"file": ("b.txt", b"Good morning\n")},
+            data={"target_lang": "FR"},
+            headers={"Authorization": "DeepL-Auth-Key any"},
+        )
+        ids = document.json()
+        for _ in range(3):  # whichever upstream the status calls would land on otherwise
+            status = await proxy.post(
+                f"/v2/document/{ids['document_id']}",
+                json={"document_key": ids["document_key"]},
+                headers={"Authorization": "DeepL-Auth-Key any"},
+            )
+            assert status.json()["status"] == "done"
+        result = await proxy.post(
+            f"/v2/document/{ids['document_id']}/result",
+            json={"document_key": ids["document_key"]},
+            headers={"Authorization": "DeepL-Auth-Key any"},
+        )
+        assert result.status_code == 200
+        assert result.text.endswith("\n")
+        languages = (await proxy.get("/languages")).json()
+        assert all({"code", "name", "targets"} <= set(entry) for entry in languages)
+
+
 async def test_stopping_and_restarting_a_server_under_load(servers: Pair) -> None:
     results: list[tuple[float, int, str]] = []
     stop = asyncio.Event()

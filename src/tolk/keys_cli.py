@@ -5,7 +5,9 @@ Servers using it see a change within a few seconds, without a restart."""
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
+import json
 from pathlib import Path
 from typing import Annotated
 
@@ -87,10 +89,15 @@ def list_keys(
     db: DbOption = None,
     config: ConfigOption = None,
     revoked: Annotated[bool, typer.Option(help="Show revoked keys too.")] = False,
+    as_json: Annotated[bool, typer.Option("--json", help="JSON instead of a table.")] = False,
 ) -> None:
     """Keys with their quota, rate and this period's usage (never the keys themselves)."""
     store = _store(db, config)
     keys: list[Key] = store.all_keys(include_revoked=revoked)
+    if as_json:
+        rows = [{**dataclasses.asdict(k), "used": store.used(k)} for k in keys]
+        typer.echo(json.dumps(rows, indent=2))
+        return
     table = Table("name", "id", "quota", "used", "rate", "created", "revoked")
     for key in keys:
         quota = f"{key.character_limit}/{key.period}" if key.character_limit else "unlimited"
