@@ -9,7 +9,6 @@ from pathlib import Path
 import pytest
 
 from tests.helpers import REPO, run_tolk
-from tolk import keys as keys_module
 from tolk.detect import Detector
 from tolk.errors import InvalidKey, KeyRequired, QuotaExceeded, RateLimited
 from tolk.keys import KeyStore
@@ -78,23 +77,25 @@ def test_a_served_variant_is_what_detection_answers() -> None:
 # -- keys ----------------------------------------------------------------------------------
 
 
-def test_keys_are_stored_hashed_counted_and_revoked(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    monkeypatch.setattr(keys_module, "REFRESH_SECONDS", 0.0)
+def test_keys_are_stored_hashed_counted_and_revoked(tmp_path: Path) -> None:
     store = KeyStore(tmp_path / "keys.db")
     key, secret = store.add("app", character_limit=100, rate="5/second")
     assert secret not in (tmp_path / "keys.db").read_bytes().decode("latin-1")
     assert store.lookup(secret) == key
     assert store.lookup(secret + "x") is None
     store.record(key, 30)
+    store.sync()
     store.record(key, 12)
-    assert store.used(key) == 42
+    assert store.used(key) == 42  # synced and not yet
+    store.sync()
+    assert KeyStore(tmp_path / "keys.db").used(key) == 42  # in the file
     with pytest.raises(ValueError, match="already exists"):
         store.add("app")
     # Another process (`tolk keys revoke`) revokes it: this store sees it on the next look.
     other = KeyStore(tmp_path / "keys.db")
     other.revoke("app")
+    assert store.lookup(secret) == key  # until the next sync
+    store.sync()
     assert store.lookup(secret) is None
     assert [k.name for k in other.all_keys(include_revoked=True)] == ["app"]
 

@@ -101,9 +101,17 @@ def run_command(
     timeline_interval: Annotated[
         float, typer.Option(help="Seconds between samples of the server's gauges.")
     ] = 0.25,
+    api: Annotated[
+        str, typer.Option(help="Which API to drive: tolk, deepl (/v2/translate), libretranslate.")
+    ] = "tolk",
+    key: Annotated[
+        str | None, typer.Option(help="An API key, sent as the API's clients do.")
+    ] = None,
     out: OutOption = None,
 ) -> None:
     """Drive a server at each load level; write results.json, report.md and charts."""
+    if api not in ("tolk", "deepl", "libretranslate"):
+        raise typer.BadParameter("tolk, deepl or libretranslate", param_hint="--api")
     if concurrency and rate:
         raise typer.BadParameter("give --concurrency or --rate, not both")
     if requests is None and duration is None:
@@ -121,6 +129,8 @@ def run_command(
         warmup=warmup,
         seed=seed,
         timeline_interval=timeline_interval,
+        api=api,
+        key=key,
     )
     with progress_bar() as progress:
         results = asyncio.run(run(plan, progress))
@@ -130,6 +140,43 @@ def run_command(
     for warning in results["warnings"]:
         console.print(f"[yellow]warning:[/yellow] {warning}")
     console.print("wrote " + ", ".join(str(p) for p in written))
+
+
+@app.command("apis")
+def apis_command(
+    url: Annotated[str, typer.Option(help="The tolk server to measure (otherwise idle).")],
+    workload: WorkloadOption = "variable",
+    concurrency: Annotated[int, typer.Option(help="Concurrent requests.")] = 16,
+    requests: Annotated[int, typer.Option(help="Requests per round and API.")] = 200,
+    rounds: Annotated[int, typer.Option(help="Alternating rounds over the three APIs.")] = 2,
+    warmup: Annotated[int, typer.Option(help="Unrecorded requests first.")] = 5,
+    key: Annotated[
+        str | None, typer.Option(help="Send this API key (keys, rates and quotas measured).")
+    ] = None,
+    items: ItemsOption = 200,
+    seed: SeedOption = 0,
+    out: OutOption = None,
+) -> None:
+    """tolk's API, DeepL's and LibreTranslate's on the same texts: throughput ratios, added
+    p95 overhead, and language detection's cost per text."""
+    from tolk.bench import apis
+
+    measured(
+        "apis",
+        out,
+        lambda out_dir, progress: apis.run_apis(
+            url.rstrip("/"),
+            load(workload, items, seed),
+            concurrency=concurrency,
+            requests=requests,
+            rounds=rounds,
+            warmup=warmup,
+            key=key,
+            progress=progress,
+        ),
+        apis.table,
+        apis.write,
+    )
 
 
 @app.command("journey")

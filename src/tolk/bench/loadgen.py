@@ -17,6 +17,7 @@ import random
 import re
 import time
 from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass
 from typing import Any
 
 import aiohttp
@@ -28,11 +29,17 @@ Progress = Callable[[int], None]
 _TIMING = re.compile(r"(?:^|,)\s*([a-z]+);dur=([0-9.]+)")
 
 
-def make_client(base_url: str, connections: int, timeout: float = 300.0) -> aiohttp.ClientSession:
+def make_client(
+    base_url: str,
+    connections: int,
+    timeout: float = 300.0,
+    headers: Mapping[str, str] | None = None,
+) -> aiohttp.ClientSession:
     return aiohttp.ClientSession(
         base_url=base_url,
         connector=aiohttp.TCPConnector(limit=connections),
         timeout=aiohttp.ClientTimeout(total=timeout),
+        headers=dict(headers or {}),
     )
 
 
@@ -58,9 +65,57 @@ def engine_seconds(headers: Mapping[str, str]) -> float | None:
 Encode = Callable[[WorkItem], dict[str, Any]]
 
 
+@dataclass(frozen=True)
+class Api:
+    """How a work item is sent to one of the server's APIs (`tolk bench run --api`)."""
+
+    name: str
+    path: str
+    encode: Encode
+    key_header: Callable[[str], dict[str, str]]
+
+
+def _deepl(item: WorkItem) -> dict[str, Any]:
+    body: dict[str, Any] = {
+        "text": [item.text],
+        "source_lang": item.source_lang,
+        "target_lang": item.target_lang,
+    }
+    if item.format == "html":
+        body["tag_handling"] = "html"
+    return body
+
+
+def _libretranslate(item: WorkItem) -> dict[str, Any]:
+    fmt = "html" if item.format == "html" else "text"
+    return {"q": item.text, "source": item.source_lang, "target": item.target_lang, "format": fmt}
+
+
+APIS = {
+    "tolk": Api("tolk", "/translate", WorkItem.body, lambda k: {"Authorization": f"Bearer {k}"}),
+    "deepl": Api(
+        "deepl", "/v2/translate", _deepl, lambda k: {"Authorization": f"DeepL-Auth-Key {k}"}
+    ),
+    # LibreTranslate's key travels in the body; a header would not be read.
+    "libretranslate": Api("libretranslate", "/translate", _libretranslate, lambda k: {}),
+}
+
+
+def with_key(api: Api, key: str | None) -> Api:
+    """`api` sending `key` where its clients send it."""
+    if key is None or api.name != "libretranslate":
+        return api
+    return Api(
+        api.name, api.path, lambda item: {**_libretranslate(item), "api_key": key}, api.key_header
+    )
+
+
 def _output_chars(body: dict[str, Any]) -> int:
-    """Characters of output in a tolk response (`translation`) or an OpenAI completion."""
-    translation = body.get("translation")
+    """Characters of output in a response of any API (tolk's `translation`, DeepL's
+    `translations`, LibreTranslate's `translatedText`) or an OpenAI completion."""
+    translation = body.get("translation", body.get("translatedText"))
+    if translation is None and "translations" in body:
+        translation = [t.get("text", "") for t in body["translations"]]
     if translation is None:
         choices = body.get("choices") or [{}]
         translation = choices[0].get("text", "")
@@ -92,6 +147,7 @@ async def send(
     if status != 200:
         error = body.get("error")
         code = str(error.get("code", "")) if isinstance(error, dict) else ""
+        code = code or headers.get("X-Tolk-Error-Code", "")  # the drop-in APIs' errors
         return RequestRecord(started - t0, latency, status, code or None, chars_in=len(item.text))
     usage = body.get("usage", {})
     return RequestRecord(
@@ -174,13 +230,14 @@ async def open_loop(
     seed: int = 0,
     path: str = "/translate",
     progress: Progress | None = None,
+    encode: Encode | None = None,
 ) -> tuple[list[RequestRecord], float]:
     arrivals = poisson_arrivals(rate, random.Random(seed), count=requests, duration=duration)
     t0 = time.monotonic()
 
     async def at(when: float, item: WorkItem) -> RequestRecord:
         await asyncio.sleep(max(0.0, t0 + when - time.monotonic()))
-        record = await send(client, path, item, t0)
+        record = await send(client, path, item, t0, encode)
         if progress:
             progress(1)
         return record

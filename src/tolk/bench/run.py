@@ -31,6 +31,12 @@ class RunPlan:
     warmup: int = 0
     seed: int = 0
     timeline_interval: float = 0.25
+    api: str = "tolk"  # tolk | deepl | libretranslate: which of the server's APIs is driven
+    key: str | None = None  # an API key, sent as that API's clients send it
+
+    @property
+    def driven(self) -> loadgen.Api:
+        return loadgen.with_key(loadgen.APIS[self.api], self.key)
 
     @property
     def mode(self) -> str:
@@ -123,7 +129,8 @@ async def run(plan: RunPlan, progress: Progress | None = None) -> dict[str, Any]
     if not plan.levels:
         raise ValueError("give --concurrency levels or --rate levels")
     peak = int(max(plan.concurrency, default=0)) or 256
-    async with loadgen.make_client(plan.url, connections=peak + 4) as client:
+    headers = plan.driven.key_header(plan.key) if plan.key else {}
+    async with loadgen.make_client(plan.url, connections=peak + 4, headers=headers) as client:
         status, text = await loadgen.get_text(client, "/ready")
         if status != 200:
             raise RuntimeError(f"{plan.url}/ready answered {status}: {text}")
@@ -133,6 +140,7 @@ async def run(plan: RunPlan, progress: Progress | None = None) -> dict[str, Any]
             "started_at": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
             "url": plan.url,
             "mode": plan.mode,
+            "api": plan.api,
             "workload": plan.workload.describe(),
             "generator_ceiling_rps": ceiling,
             "warnings": [],
@@ -155,8 +163,16 @@ async def measure_level(
 ) -> dict[str, Any]:
     items = plan.workload.stream()
     name = f"{'rate' if plan.mode == 'open' else 'concurrency'} {level:g}"
+    api = plan.driven
     if plan.warmup:
-        await loadgen.closed_loop(client, items, max(1, int(level)), requests=plan.warmup)
+        await loadgen.closed_loop(
+            client,
+            items,
+            max(1, int(level)),
+            requests=plan.warmup,
+            path=api.path,
+            encode=api.encode,
+        )
     advance = progress_callback(progress, name, plan.requests)
     before = await snapshot(client)
     sampler = TimelineSampler(client, plan.timeline_interval)
@@ -170,6 +186,8 @@ async def measure_level(
             duration=plan.duration,
             seed=plan.seed,
             progress=advance,
+            path=api.path,
+            encode=api.encode,
         )
     else:
         records, duration = await loadgen.closed_loop(
@@ -179,6 +197,8 @@ async def measure_level(
             requests=plan.requests,
             duration=plan.duration,
             progress=advance,
+            path=api.path,
+            encode=api.encode,
         )
     timeline = await sampler.stop()
     after = await snapshot(client)

@@ -4,5 +4,5 @@ Each is a thin adapter over tolk's one translation service (tolk.translation.Tra
 it reads parameters where its clients send them, maps language codes and options, and
 shapes answers and errors as its clients parse them. Fan-out, limits, admission, deadlines,
 keys and quotas are the service's and tolk.server.access's, whatever the wire format.
-What the clients send was recorded from their own code and runs (docs/compat.md).
+What the clients send and expect: README, "Drop-in: DeepL and LibreTranslate clients".
 """

@@ -16,6 +16,7 @@ on / default -> `sentences` (tolk never joins lines); `preserve_formatting` is a
 
 from __future__ import annotations
 
+import asyncio
 import csv
 import datetime as dt
 import io
@@ -265,7 +266,7 @@ def _entries(text: str, entries_format: str) -> dict[str, str]:
     return entries
 
 
-def _owned(request: Request, calls: CallsDep, caller: Caller, glossary_id: str) -> StoredGlossary:
+def _owned(calls: Calls, caller: Caller, glossary_id: str) -> StoredGlossary:
     for glossary in calls.access.store.glossaries(caller.owner):
         if glossary.id == glossary_id:
             return glossary
@@ -290,8 +291,9 @@ async def create_glossary(request: Request, calls: CallsDep) -> JSONResponse:
     if not served.covers(source.tag, target.tag):
         raise InvalidRequest(f"Unsupported glossary language pair: {source.tag} to {target.tag}")
     entries = _entries(text, params.text("entries_format") or "tsv")
-    glossary = calls.access.store.add_glossary(
-        caller.owner, name, source.code, target.code, entries
+    # In a thread, as every write to the key store's file (its disk may stall).
+    glossary = await asyncio.to_thread(
+        calls.access.store.add_glossary, caller.owner, name, source.code, target.code, entries
     )
     return JSONResponse(_glossary_info(glossary), status_code=201)
 
@@ -307,13 +309,13 @@ async def list_glossaries(request: Request, calls: CallsDep) -> JSONResponse:
 @router.get("/glossaries/{glossary_id}", summary="DeepL: one glossary")
 async def get_glossary(glossary_id: str, request: Request, calls: CallsDep) -> JSONResponse:
     caller = _caller(calls, request, await read_params(request))
-    return JSONResponse(_glossary_info(_owned(request, calls, caller, glossary_id)))
+    return JSONResponse(_glossary_info(_owned(calls, caller, glossary_id)))
 
 
 @router.get("/glossaries/{glossary_id}/entries", summary="DeepL: a glossary's entries (TSV)")
 async def glossary_entries(glossary_id: str, request: Request, calls: CallsDep) -> Response:
     caller = _caller(calls, request, await read_params(request))
-    glossary = _owned(request, calls, caller, glossary_id)
+    glossary = _owned(calls, caller, glossary_id)
     tsv = "".join(f"{s}\t{t}\n" for s, t in glossary.entries.items())
     return Response(tsv, media_type="text/tab-separated-values; charset=utf-8")
 
@@ -321,7 +323,7 @@ async def glossary_entries(glossary_id: str, request: Request, calls: CallsDep) 
 @router.delete("/glossaries/{glossary_id}", status_code=204, summary="DeepL: delete a glossary")
 async def delete_glossary(glossary_id: str, request: Request, calls: CallsDep) -> Response:
     caller = _caller(calls, request, await read_params(request))
-    if not calls.access.store.delete_glossary(caller.owner, glossary_id):
+    if not await asyncio.to_thread(calls.access.store.delete_glossary, caller.owner, glossary_id):
         raise NotFound("Glossary not found")
     return Response(status_code=204)
 

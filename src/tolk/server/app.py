@@ -7,6 +7,7 @@ import asyncio
 import contextlib
 import gc
 import logging
+import sqlite3
 import time
 from collections.abc import AsyncIterator
 
@@ -21,7 +22,7 @@ from tolk.compat.documents import DocumentStore
 from tolk.config import TolkConfig
 from tolk.detect import Detector
 from tolk.engine import EngineMetrics, ModelPool
-from tolk.keys import KeyStore
+from tolk.keys import SYNC_SECONDS, KeyStore
 from tolk.server import web
 from tolk.server.access import Access
 from tolk.server.calls import Calls
@@ -66,6 +67,17 @@ async def sample_concurrency(pool: ModelPool, metrics: ServiceMetrics) -> None:
         await asyncio.sleep(CONCURRENCY_SAMPLE_INTERVAL)
 
 
+async def sync_store(store: KeyStore) -> None:
+    """The key store's file, every SYNC_SECONDS, in a thread: a disk that stalls (a WAL
+    checkpoint's fsync) must not stall the event loop."""
+    while True:
+        await asyncio.sleep(SYNC_SECONDS)
+        try:
+            await asyncio.to_thread(store.sync)
+        except sqlite3.Error as exc:
+            log.error("the key store could not be synced (retried): %s", exc)
+
+
 def create_app(config: TolkConfig) -> FastAPI:
     engine_metrics = EngineMetrics()
     metrics = ServiceMetrics(engine_metrics)
@@ -108,6 +120,7 @@ def create_app(config: TolkConfig) -> FastAPI:
         background = [
             asyncio.create_task(watch_engines(pool, metrics)),
             asyncio.create_task(sample_concurrency(pool, metrics)),
+            asyncio.create_task(sync_store(store)),
         ]
         languages.warm(t for e in pool.engines for t in e.settings.coverage.tags())
         # Everything allocated so far (vLLM, torch, transformers, the tokenizers) lives as long
@@ -129,6 +142,7 @@ def create_app(config: TolkConfig) -> FastAPI:
             await asyncio.gather(*background, return_exceptions=True)
             await documents.close()
             pool.shutdown()
+            store.sync()  # the last usage counts
             store.close()
             log.info("engines shut down")
 
