@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import logging
 import re
 from pathlib import Path
 
@@ -13,6 +14,7 @@ from tolk.detect import Detector
 from tolk.errors import InvalidKey, KeyRequired, QuotaExceeded, RateLimited
 from tolk.keys import KeyStore
 from tolk.server.access import UNLIMITED, Access
+from tolk.server.middleware import RedactQuery
 
 SERVED = ["en", "de", "fr", "es", "pt", "zh", "ne"]
 CASE_STUDY = REPO / "src/tolk/data/case_study"
@@ -153,3 +155,20 @@ def test_tolk_keys_commands(tmp_path: Path) -> None:
     assert run_tolk("keys", "revoke", "weblate", "--db", db, cwd=tmp_path).returncode == 0
     assert run_tolk("keys", "revoke", "weblate", "--db", db, cwd=tmp_path).returncode == 2
     assert json.loads(run_tolk("keys", "list", "--json", "--db", db, cwd=tmp_path).stdout) == []
+
+
+def test_access_log_lines_leave_keys_and_texts_out() -> None:
+    record = logging.LogRecord(
+        "uvicorn.access",
+        logging.INFO,
+        "",
+        0,
+        '%s - "%s %s HTTP/%s" %d',
+        ("127.0.0.1:5000", "POST", "/detect?q=private+text&api_key=tolk-secret", "1.1", 200),
+        None,
+    )
+    assert RedactQuery().filter(record)
+    line = record.getMessage()
+    assert "private" not in line
+    assert "tolk-secret" not in line
+    assert '"POST /detect?… HTTP/1.1" 200' in line

@@ -101,6 +101,11 @@ def run_server(settings: TolkConfig) -> None:
         level=level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s"
     )
     application = create_app(settings)
+    from tolk.server.middleware import RedactQuery
+
+    # uvicorn's access log (on with --log-level debug) would show query strings, and
+    # LibreTranslate clients put keys and text there (`/detect?q=...&api_key=...`).
+    logging.getLogger("uvicorn.access").addFilter(RedactQuery())
 
     class TolkServer(uvicorn.Server):
         async def shutdown(self, sockets: Any = None) -> None:

@@ -6,6 +6,7 @@ untouched and a client disconnect still reaches the handler as `http.disconnect`
 
 from __future__ import annotations
 
+import logging
 import time
 import uuid
 from typing import Any
@@ -138,6 +139,20 @@ class _BodyTooLarge(StarletteHTTPException):
             f"the request body is larger than this server's limit of {limit} bytes; "
             "send fewer or shorter texts per request",
         )
+
+
+class RedactQuery(logging.Filter):
+    """Access log lines without query strings: keys (`api_key`, `auth_key`) and texts (`q`)
+    travel there, and neither is ever logged."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if isinstance(record.args, tuple) and len(record.args) >= 3:
+            path = str(record.args[2])
+            if "?" in path:
+                args = list(record.args)
+                args[2] = path.split("?", 1)[0] + "?…"
+                record.args = tuple(args)
+        return True
 
 
 def _header(scope: Scope, name: bytes) -> str | None:

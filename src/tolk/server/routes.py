@@ -15,6 +15,7 @@ from prometheus_client import CONTENT_TYPE_LATEST
 from starlette.datastructures import MutableHeaders
 
 from tolk import sse
+from tolk.detect import Detection
 from tolk.engine import ModelPool
 from tolk.errors import TolkError
 from tolk.server.access import Caller
@@ -142,17 +143,18 @@ def _work(
     )
 
 
+def _detected(detection: Detection) -> Detected:
+    return Detected(
+        language=detection.language,
+        confidence=detection.confidence,
+        reliable=detection.reliable,
+        candidates=[Candidate(language=c, confidence=p) for c, p in detection.candidates],
+    )
+
+
 def _response(body: TranslateRequest, result: Translation) -> TranslateResponse:
     usage = result.usage
-    detected = [
-        Detected(
-            language=d.language,
-            confidence=d.confidence,
-            reliable=d.reliable,
-            candidates=[Candidate(language=c, confidence=p) for c, p in d.candidates],
-        )
-        for d in result.detections
-    ]
+    detected = [_detected(d) for d in result.detections]
     single = isinstance(body.text, str)
     return TranslateResponse(
         translation=result.texts[0] if single else result.texts,
@@ -245,15 +247,7 @@ async def _stream(
 async def detect(body: DetectRequest, calls: CallsDep, caller: CallerDep) -> DetectResponse:
     texts = [body.text] if isinstance(body.text, str) else body.text
     calls.admit(caller, 0)
-    found = [
-        Detected(
-            language=d.language,
-            confidence=d.confidence,
-            reliable=d.reliable,
-            candidates=[Candidate(language=c, confidence=p) for c, p in d.candidates],
-        )
-        for d in calls.translator.detect(texts)
-    ]
+    found = [_detected(d) for d in calls.translator.detect(texts)]
     return DetectResponse(detected=found[0] if isinstance(body.text, str) else found)
 
 
