@@ -9,6 +9,7 @@ from tolk.translation.prompts import (
     FORMATS,
     ChatPrompt,
     CompletionPrompt,
+    Instructions,
     clean,
     keep_outer_whitespace,
 )
@@ -130,3 +131,25 @@ def test_glossary_terms_in_each_formats_way() -> None:
     # Without terms, every format is exactly as before.
     for build in FORMATS.values():
         assert build("Hi.", EN, DE, ()) == build("Hi.", EN, DE)
+
+
+def test_instructions_from_deepl_values_go_into_instruction_prompts_only() -> None:
+    asked = Instructions.of("prefer_more", context="A settings page.", custom=["Be brief"])
+    assert (asked.formality, asked.prefer) == ("more", True)
+    assert Instructions.of("default ").formality is None  # Weblate's "default " with a space
+    assert Instructions.of("informal") == Instructions(formality="less", prefer=True)
+    content = user_text(FORMATS["chat"]("Save", EN, DE, (), asked))
+    assert content == (
+        "Translate the following English text into German. Reply with the translation only, "
+        "without explanations, notes or quotation marks.\n"
+        "Use a formal register (formal forms of address).\n"
+        "Be brief.\n"
+        "For reference only, the text comes from this context (do not translate the "
+        "context): A settings page.\n\nSave"
+    )
+    hunyuan = user_text(FORMATS["hunyuan-mt"]("Save", EN, DE, (("Save", "Speichern"),), asked))
+    assert isinstance(hunyuan, str)
+    assert hunyuan.startswith("Use a formal register")
+    assert "参考下面的翻译：\nSave 翻译成 Speichern\n" in hunyuan
+    assert "formal" not in str(FORMATS["alma"]("Save", EN, DE, (), asked))
+    assert not Instructions()

@@ -26,11 +26,19 @@ import aiohttp
 from fastapi import FastAPI, Request, Response
 from fastapi.responses import JSONResponse
 from prometheus_client import CONTENT_TYPE_LATEST
+from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 import tolk
 from tolk.compat.codes import LIBRETRANSLATE_ALIASES
-from tolk.compat.dispatch import CORS, api_of_path, is_libretranslate
+from tolk.compat.dispatch import (
+    CORS,
+    LIBRETRANSLATE_PATHS,
+    LIBRETRANSLATE_PREFIX,
+    SHARED_PATHS,
+    api_of_path,
+    is_libretranslate,
+)
 from tolk.languages import InvalidLanguageCode, lang
 from tolk.proxy.config import ProxyConfig
 from tolk.proxy.metrics import ProxyMetrics
@@ -408,6 +416,8 @@ def create_proxy_app(config: ProxyConfig) -> FastAPI:
     async def forwarded(request: Request, path: str) -> Response:
         """Everything else the servers answer: DeepL's /v2/..., LibreTranslate's paths,
         /detect, /translate/file, the web page; routed like /translate when it names a pair."""
+        if not _served_by_upstreams(request.url.path):
+            raise StarletteHTTPException(404)
         started = time.perf_counter()
         metrics: ProxyMetrics = state["metrics"]
         response = await _translate(request, request.state.request_id, state, config)
@@ -495,6 +505,17 @@ def _log_event(metrics: ProxyMetrics) -> Any:
 
 
 FILE_PATHS = frozenset({"/translate/file", "/v2/document", "/translate_file"})
+UPSTREAM_PATHS = frozenset(
+    {"/", "/detect", "/translate/file", *SHARED_PATHS, *LIBRETRANSLATE_PATHS}
+)
+UPSTREAM_PREFIXES = ("/v2/", "/download_file/", "/static/", LIBRETRANSLATE_PREFIX + "/")
+
+
+def _served_by_upstreams(path: str) -> bool:
+    """Paths the servers answer and the proxy forwards (anything else is the proxy's 404)."""
+    return path in UPSTREAM_PATHS or path.startswith(UPSTREAM_PREFIXES)
+
+
 STICKY = re.compile(r"^/(?:v2/document/|download_file/)([0-9A-Fa-f]+)")
 MAX_STICKY = 10_000
 
