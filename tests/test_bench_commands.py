@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 import yaml
 
+from tests.conftest import MainKeys
 from tests.helpers import ServerProcess, model_config, run_tolk
 
 pytestmark = pytest.mark.engine
@@ -91,6 +92,36 @@ def test_bench_run_closed_and_open_loop(main_server: ServerProcess, tmp_path: Pa
     assert data["mode"] == "open"
     assert data["workload"]["pairs"] == ["en>ne", "ne>en"]
     assert data["levels"][0]["summary"]["ok"] == 6
+
+
+def test_bench_drives_the_deepl_and_libretranslate_apis(
+    main_server: ServerProcess, main_keys: MainKeys, tmp_path: Path
+) -> None:
+    tolk(
+        "bench", "apis", "--url", main_server.url, "--concurrency", "2", "--requests", "4",
+        "--rounds", "1", "--warmup", "1", "--items", "20", "--key", main_keys.full,
+        "--out", "apis", cwd=tmp_path,
+    )  # fmt: skip
+    data = json.loads((tmp_path / "apis" / "apis.json").read_text())
+    assert data["schema"] == "tolk.bench.apis/1"
+    assert data["keys"] is True
+    assert [r["path"] for r in data["rounds"]] == ["tolk", "deepl", "libretranslate"]
+    for name, api in data["apis"].items():
+        assert api["errors"] == 0, name
+        assert api["throughput_ratio"] == pytest.approx(api["rps"] / data["apis"]["tolk"]["rps"])
+    # Every API answered with engine timing, so overhead is measured on all three.
+    assert all(r["summary"]["overhead_ms"]["p50"] >= 0 for r in data["rounds"])
+    assert data["detection"]["texts"] == 20
+    assert 0 < data["detection"]["us_per_text"] < 10_000
+    tolk(
+        "bench", "run", "--url", main_server.url, "--api", "libretranslate", "--key",
+        main_keys.full, "--concurrency", "2", "--requests", "4", "--warmup", "0",
+        "--out", "run-lt", cwd=tmp_path,
+    )  # fmt: skip
+    run = json.loads((tmp_path / "run-lt" / "results.json").read_text())
+    assert run["api"] == "libretranslate"
+    assert run["levels"][0]["summary"]["ok"] == 4
+    assert all(r["chars_out"] > 0 for r in run["levels"][0]["records"])
 
 
 def test_bench_journey_runs_every_architecture(bench_config: Path, tmp_path: Path) -> None:

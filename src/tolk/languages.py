@@ -76,6 +76,16 @@ def lang(code: str) -> Lang:
     )
 
 
+def request_lang(code: str, field: str) -> Lang:
+    """`lang(code)` for a request's field: an invalid code is the request's error (400)."""
+    from tolk.errors import InvalidLanguage
+
+    try:
+        return lang(code)
+    except InvalidLanguageCode as exc:
+        raise InvalidLanguage(str(exc), field=field) from exc
+
+
 @lru_cache(maxsize=16384)
 def serves(served: str, requested: str) -> bool:
     """Whether a model serving tag `served` can take requests for tag `requested`."""

@@ -10,7 +10,6 @@ rate limits and quotas are on the measured path. Also: language detection's cost
 
 from __future__ import annotations
 
-import json
 import statistics
 import time
 from pathlib import Path
@@ -20,6 +19,7 @@ from rich.progress import Progress
 from rich.table import Table
 
 from tolk.bench import loadgen
+from tolk.bench.report import write_json
 from tolk.bench.run import alternate_rounds, pooled
 from tolk.bench.stats import summarize
 from tolk.bench.workloads import Workload
@@ -156,7 +156,4 @@ def table(results: dict[str, Any]) -> Table:
 
 
 def write(results: dict[str, Any], out_dir: Path) -> Path:
-    out_dir.mkdir(parents=True, exist_ok=True)
-    path = out_dir / "apis.json"
-    path.write_text(json.dumps(results, indent=1))
-    return path
+    return write_json(results, out_dir, "apis.json")

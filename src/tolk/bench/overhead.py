@@ -9,7 +9,6 @@ one of the places the bench deliberately uses the engine directly.
 from __future__ import annotations
 
 import asyncio
-import json
 import time
 from collections.abc import Sequence
 from pathlib import Path
@@ -20,6 +19,7 @@ from rich.table import Table
 
 from tolk.bench import loadgen
 from tolk.bench.processes import start_tolk
+from tolk.bench.report import write_json
 from tolk.bench.run import alternate_rounds, pooled, rounds_report
 from tolk.bench.stats import RequestRecord, summarize
 from tolk.bench.workloads import WorkItem, Workload
@@ -196,7 +196,4 @@ def table(results: dict[str, Any]) -> Table:
 
 
 def write(results: dict[str, Any], out_dir: Path) -> Path:
-    out_dir.mkdir(parents=True, exist_ok=True)
-    path = out_dir / "overhead.json"
-    path.write_text(json.dumps(results, indent=1))
-    return path
+    return write_json(results, out_dir, "overhead.json")

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import asyncio
 import datetime as dt
-import json
 import sys
 from pathlib import Path
 from typing import Any
@@ -26,6 +25,7 @@ from rich.table import Table
 
 from tolk.bench import loadgen
 from tolk.bench.processes import LocalServer, free_port, start_tolk
+from tolk.bench.report import write_json
 from tolk.bench.run import progress_callback
 from tolk.bench.stats import summarize
 from tolk.bench.workloads import Workload
@@ -214,7 +214,4 @@ def caption(results: dict[str, Any]) -> str:
 
 
 def write(results: dict[str, Any], out_dir: Path) -> Path:
-    out_dir.mkdir(parents=True, exist_ok=True)
-    path = out_dir / "proxy.json"
-    path.write_text(json.dumps(results, indent=1))
-    return path
+    return write_json(results, out_dir, "proxy.json")

@@ -227,6 +227,14 @@ def json_safe(value: Any) -> Any:
     return value
 
 
+def write_json(results: dict[str, Any], out_dir: Path, name: str) -> Path:
+    """A measurement's results as `out_dir/name` (the directory made if needed)."""
+    out_dir.mkdir(parents=True, exist_ok=True)
+    path = out_dir / name
+    path.write_text(json.dumps(json_safe(results), indent=1))
+    return path
+
+
 def write(results: dict[str, Any], out_dir: Path) -> list[Path]:
     out_dir.mkdir(parents=True, exist_ok=True)
     (out_dir / "results.json").write_text(json.dumps(json_safe(results), indent=1))

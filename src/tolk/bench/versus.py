@@ -23,6 +23,7 @@ from rich.table import Table
 from tolk.bench import loadgen
 from tolk.bench.overhead import prepare
 from tolk.bench.processes import LocalServer, free_port, start_tolk
+from tolk.bench.report import write_json
 from tolk.bench.run import alternate_rounds, pooled, rounds_report
 from tolk.bench.stats import summarize
 from tolk.bench.workloads import WorkItem, Workload
@@ -212,7 +213,4 @@ def table(results: dict[str, Any]) -> Table:
 
 
 def write(results: dict[str, Any], out_dir: Path) -> Path:
-    out_dir.mkdir(parents=True, exist_ok=True)
-    path = out_dir / "versus.json"
-    path.write_text(json.dumps(results, indent=1))
-    return path
+    return write_json(results, out_dir, "versus.json")

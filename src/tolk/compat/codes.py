@@ -8,11 +8,7 @@ aliases `zh`, `zt`, `pb` and, for older clients (Discourse), `iw` and `no`.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
-from tolk.engine import ModelPool
-from tolk.errors import InvalidLanguage
-from tolk.languages import InvalidLanguageCode, Lang, lang, serves
+from tolk.languages import Lang, lang, request_lang
 
 # Target variants DeepL offers for a base language a model serves as a whole.
 DEEPL_VARIANTS = {
@@ -25,43 +21,6 @@ LIBRETRANSLATE_ALIASES = {"zh": "zh-Hans", "zt": "zh-Hant", "pb": "pt-BR", "iw":
 # LibreTranslate's own spelling of the codes it lists with a script or region.
 LIBRETRANSLATE_VARIANTS = {"zh": ("zh-Hans", "zh-Hant", "zh"), "pt": ("pt", "pt-BR")}
 _LT_CASED = {"zh-hans": "zh-Hans", "zh-hant": "zh-Hant", "pt-br": "pt-BR"}
-
-
-@dataclass(frozen=True)
-class Served:
-    """The tags models take as sources and give as targets, in configuration order."""
-
-    sources: tuple[str, ...]
-    targets: tuple[str, ...]
-    pool: ModelPool
-
-    @classmethod
-    def of(cls, pool: ModelPool) -> Served:
-        sources: dict[str, None] = {}
-        targets: dict[str, None] = {}
-        for engine in pool.engines:
-            coverage = engine.settings.coverage
-            sources |= dict.fromkeys(coverage.languages)
-            targets |= dict.fromkeys(coverage.languages)
-            sources |= dict.fromkeys(p.source for p in coverage.pairs)
-            targets |= dict.fromkeys(p.target for p in coverage.pairs)
-        return cls(tuple(sources), tuple(targets), pool)
-
-    def is_source(self, tag: str) -> bool:
-        return any(serves(s, tag) for s in self.sources)
-
-    def is_target(self, tag: str) -> bool:
-        return any(serves(t, tag) for t in self.targets)
-
-    def covers(self, source: str, target: str) -> bool:
-        return any(e.settings.coverage.covers(source, target) for e in self.pool.engines)
-
-
-def parse(code: str, field: str) -> Lang:
-    try:
-        return lang(code)
-    except InvalidLanguageCode as exc:
-        raise InvalidLanguage(str(exc), field=field) from exc
 
 
 # -- DeepL -------------------------------------------------------------------------------------
@@ -84,7 +43,7 @@ def deepl_targets(tag: str) -> tuple[str, ...]:
 
 def from_libretranslate(code: str, field: str) -> Lang:
     raw = code.strip()
-    return parse(LIBRETRANSLATE_ALIASES.get(raw.lower(), raw), field)
+    return request_lang(LIBRETRANSLATE_ALIASES.get(raw.lower(), raw), field)
 
 
 def libretranslate_code(tag: str) -> str:

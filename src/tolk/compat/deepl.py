@@ -22,7 +22,6 @@ import datetime as dt
 import io
 from pathlib import PurePath
 from typing import Annotated, Any
-from urllib.parse import quote
 
 from fastapi import APIRouter, Depends, Request, Response
 from fastapi.responses import JSONResponse
@@ -32,8 +31,9 @@ from tolk.compat.documents import DocumentStore
 from tolk.compat.params import Params, read_params
 from tolk.errors import InvalidRequest, NotFound, TolkError
 from tolk.keys import StoredGlossary
+from tolk.languages import Lang, lang, request_lang
 from tolk.server.access import Caller
-from tolk.server.calls import Calls, bearer_key
+from tolk.server.calls import Calls, attachment, bearer_key
 from tolk.server.middleware import CLIENT_CLOSED
 from tolk.translation.files import file_type, translate_file
 from tolk.translation.html_format import TagRules
@@ -74,6 +74,16 @@ CallsDep = Annotated[Calls, Depends(_calls)]
 
 def _caller(calls: Calls, request: Request, params: Params) -> Caller:
     return calls.access.caller(bearer_key(request) or params.text("auth_key"))
+
+
+def _languages(params: Params) -> tuple[Lang | None, Lang]:
+    """(source_lang, or None to detect it; target_lang), DeepL's codes in any case."""
+    target_code = params.text("target_lang")
+    if not target_code:
+        raise InvalidRequest("Parameter 'target_lang' not specified.", field="target_lang")
+    source_code = params.text("source_lang")
+    source = request_lang(source_code, "source_lang") if source_code else None
+    return source, request_lang(target_code, "target_lang")
 
 
 def _split(value: str | None) -> SplitMode:
@@ -124,12 +134,7 @@ async def translate(request: Request, calls: CallsDep) -> Response:
         raise InvalidRequest("Parameter 'text' not specified.", field="text")
     if not all(isinstance(t, str) for t in texts):
         raise InvalidRequest("Parameter 'text' must be strings.", field="text")
-    target_code = params.text("target_lang")
-    if not target_code:
-        raise InvalidRequest("Parameter 'target_lang' not specified.", field="target_lang")
-    target = codes.parse(target_code, "target_lang")
-    source_code = params.text("source_lang")
-    source = codes.parse(source_code, "source_lang") if source_code else None
+    source, target = _languages(params)
     tag_handling = params.text("tag_handling")
     if tag_handling not in (None, "xml", "html"):
         raise InvalidRequest(f"Value for 'tag_handling' not supported: {tag_handling}")
@@ -139,7 +144,8 @@ async def translate(request: Request, calls: CallsDep) -> Response:
         non_splitting=frozenset(params.strings("non_splitting_tags") or ()),
     )
     glossary_ids = params.strings("glossary_ids") or []
-    glossary = GlossaryRequest(glossary_id=params.text("glossary_id"), more_ids=glossary_ids)
+    one = params.text("glossary_id")
+    glossary = GlossaryRequest(ids=[one, *glossary_ids] if one else glossary_ids)
     if glossary.ids and source is None:
         raise InvalidRequest("source_lang is required when a glossary is used")
     model, model_type_used = _model(calls, params)
@@ -195,15 +201,15 @@ async def languages(request: Request, calls: CallsDep) -> JSONResponse:
     kind = (params.text("type") or "source").lower()
     if kind not in ("source", "target"):
         raise InvalidRequest("Parameter 'type' is invalid. 'source' and 'target' are supported.")
-    served = codes.Served.of(calls.translator.pool)
+    pool = calls.translator.pool
     if kind == "source":
-        listed = {codes.deepl_source(t): codes.parse(t, "source").base_name for t in served.sources}
+        listed = {codes.deepl_source(t): lang(t).base_name for t in pool.sources}
         return JSONResponse([{"language": c, "name": n} for c, n in listed.items()])
     instructed = any(e.settings.prompt_format in INSTRUCTED for e in calls.translator.pool.engines)
     targets: dict[str, dict[str, Any]] = {}
-    for tag in served.targets:
+    for tag in pool.targets:
         for code in codes.deepl_targets(tag):
-            target = codes.parse(code, "target")
+            target = lang(code)
             targets.setdefault(
                 code,
                 {
@@ -224,12 +230,12 @@ async def usage(request: Request, calls: CallsDep) -> JSONResponse:
 
 @router.get("/glossary-language-pairs", summary="DeepL: pairs glossaries can be made for")
 async def glossary_language_pairs(calls: CallsDep) -> JSONResponse:
-    served = codes.Served.of(calls.translator.pool)
+    pool = calls.translator.pool
     pairs = {
         (codes.deepl_source(s).lower(), codes.deepl_source(t).lower())
-        for s in served.sources
-        for t in served.targets
-        if served.covers(s, t) and codes.deepl_source(s) != codes.deepl_source(t)
+        for s in pool.sources
+        for t in pool.targets
+        if pool.covers(s, t) and codes.deepl_source(s) != codes.deepl_source(t)
     }
     return JSONResponse(
         {"supported_languages": [{"source_lang": s, "target_lang": t} for s, t in sorted(pairs)]}
@@ -284,11 +290,11 @@ async def create_glossary(request: Request, calls: CallsDep) -> JSONResponse:
     if not (name and source_code and target_code and text):
         raise InvalidRequest("name, source_lang, target_lang and entries are required")
     source, target = (
-        codes.parse(source_code, "source_lang"),
-        codes.parse(target_code, "target_lang"),
+        request_lang(source_code, "source_lang"),
+        request_lang(target_code, "target_lang"),
     )
-    served = codes.Served.of(calls.translator.pool)
-    if not served.covers(source.tag, target.tag):
+    pool = calls.translator.pool
+    if not pool.covers(source.tag, target.tag):
         raise InvalidRequest(f"Unsupported glossary language pair: {source.tag} to {target.tag}")
     entries = _entries(text, params.text("entries_format") or "tsv")
     # In a thread, as every write to the key store's file (its disk may stall).
@@ -351,12 +357,7 @@ async def upload_document(request: Request, calls: CallsDep) -> JSONResponse:
     output_format = params.text("output_format")
     if output_format and file_type(f"x.{output_format}") != kind:
         raise InvalidRequest("output_format must be the document's own format on this server")
-    target_code = params.text("target_lang")
-    if not target_code:
-        raise InvalidRequest("Parameter 'target_lang' not specified.", field="target_lang")
-    target = codes.parse(target_code, "target_lang")
-    source_code = params.text("source_lang")
-    source = codes.parse(source_code, "source_lang") if source_code else None
+    source, target = _languages(params)
     _instructions(params)  # formality is validated (the client always sends it), not applied
     calls.admit(caller, 0)
     data = await upload.read()
@@ -407,6 +408,4 @@ async def document_result(document_id: str, request: Request, calls: CallsDep) -
     if doc.result is None:
         raise DocumentNotReady("Document not ready: still translating; poll its status")
     _documents(request).drop(doc.id)  # DeepL removes a document once it is downloaded
-    response = Response(doc.result.content, media_type=doc.result.media_type)
-    response.headers["Content-Disposition"] = f"attachment; filename*=UTF-8''{quote(doc.filename)}"
-    return response
+    return attachment(doc.result, doc.filename)

@@ -25,9 +25,9 @@ from tolk.compat import codes
 from tolk.compat.documents import DocumentStore
 from tolk.compat.params import Params, read_params
 from tolk.errors import InvalidLanguage, InvalidRequest, NotFound, UnsupportedLanguagePair
-from tolk.languages import Lang
+from tolk.languages import Lang, lang
 from tolk.server.access import Caller
-from tolk.server.calls import Calls
+from tolk.server.calls import Calls, attachment
 from tolk.server.middleware import CLIENT_CLOSED
 from tolk.translation.files import FILE_TYPES, file_type, translate_file
 from tolk.translation.service import GlossaryRequest, Translation
@@ -74,15 +74,25 @@ def _language(calls: Calls, code: Any, field: str) -> Lang | None:
         raise InvalidRequest(f"Invalid request: {field} must be a string", field=field)
     if field == "source" and code.strip().lower() == "auto":
         return None
-    served = codes.Served.of(calls.translator.pool)
+    pool = calls.translator.pool
     try:
         parsed = codes.from_libretranslate(code, field)
     except InvalidLanguage as exc:
         raise InvalidLanguage(f"{code} is not supported", field=field) from exc
-    known = served.is_source(parsed.tag) if field == "source" else served.is_target(parsed.tag)
+    known = pool.takes_source(parsed.tag) if field == "source" else pool.gives_target(parsed.tag)
     if not known:
         raise InvalidLanguage(f"{code} is not supported", field=field)
     return parsed
+
+
+def _pair(calls: Calls, params: Params) -> tuple[Lang | None, Lang]:
+    """`source` (None for auto) and `target`, both required, both served."""
+    source_code = _required(params, "source")
+    target_code = _required(params, "target")
+    source = _language(calls, source_code, "source")
+    target = _language(calls, target_code, "target")
+    assert target is not None
+    return source, target
 
 
 def _detected(translation: Translation, index: int) -> dict[str, Any]:
@@ -101,8 +111,7 @@ def _detected(translation: Translation, index: int) -> dict[str, Any]:
 async def translate(request: Request, calls: CallsDep) -> Response:
     params = await read_params(request)
     q = _required(params, "q")
-    source_code = _required(params, "source")
-    target_code = _required(params, "target")
+    source, target = _pair(calls, params)
     caller = _caller(calls, params)
     texts = q if isinstance(q, list) else [q]
     if not all(isinstance(t, str) for t in texts):
@@ -113,9 +122,6 @@ async def translate(request: Request, calls: CallsDep) -> Response:
     alternatives = params.text("alternatives") or "0"
     if not alternatives.isdigit():
         raise InvalidRequest("Invalid request: alternatives must be an integer")
-    source = _language(calls, source_code, "source")
-    target = _language(calls, target_code, "target")
-    assert target is not None
     deadline = calls.deadline()
 
     # Weblate's placeables ([X12X]) come back exactly as sent.
@@ -133,11 +139,14 @@ async def translate(request: Request, calls: CallsDep) -> Response:
                 glossary=GlossaryRequest(do_not_translate=placeables),
             )
         except UnsupportedLanguagePair as exc:
+            to = f"{target.name} ({codes.libretranslate_code(target.tag)})"
+            since = (
+                f"{source.name} ({codes.libretranslate_code(source.tag)})"
+                if source
+                else "the detected language (auto)"
+            )
             raise UnsupportedLanguagePair(
-                f"{target.name} ({target_code}) is not available as a target language from "
-                f"{source.name if source else 'the detected language'} "
-                f"({source_code if source else 'auto'})",
-                **exc.details,
+                f"{to} is not available as a target language from {since}", **exc.details
             ) from exc
 
     result = await calls.run(request, caller, sum(len(t) for t in texts), work)
@@ -187,17 +196,16 @@ async def detect(request: Request, calls: CallsDep) -> JSONResponse:
 
 @router.get("/languages", summary="LibreTranslate: languages, each with its targets")
 async def languages(calls: CallsDep) -> JSONResponse:
-    served = codes.Served.of(calls.translator.pool)
+    pool = calls.translator.pool
     out: dict[str, dict[str, Any]] = {}
-    for tag in served.sources:
+    for tag in pool.sources:
         for code in codes.libretranslate_codes(tag):
             source = codes.from_libretranslate(code, "source")
             targets = [
                 t
-                for target in served.targets
+                for target in pool.targets
                 for t in codes.libretranslate_codes(target)
-                if t != code
-                and served.covers(source.tag, codes.from_libretranslate(t, "target").tag)
+                if t != code and pool.covers(source.tag, codes.from_libretranslate(t, "target").tag)
             ]
             out.setdefault(
                 code, {"code": code, "name": source.name, "targets": list(dict.fromkeys(targets))}
@@ -207,8 +215,8 @@ async def languages(calls: CallsDep) -> JSONResponse:
 
 @router.get("/frontend/settings", summary="LibreTranslate: settings for web front ends")
 async def frontend_settings(calls: CallsDep) -> JSONResponse:
-    served = codes.Served.of(calls.translator.pool)
-    target = next(iter(served.targets), "en")
+    pool = calls.translator.pool
+    target = next(iter(pool.targets), "en")
     return JSONResponse(
         {
             "charLimit": calls.config.server.max_request_chars,
@@ -222,7 +230,7 @@ async def frontend_settings(calls: CallsDep) -> JSONResponse:
                 "source": {"code": "auto", "name": "Auto Detect"},
                 "target": {
                     "code": codes.libretranslate_code(target),
-                    "name": codes.parse(target, "target").name,
+                    "name": lang(target).name,
                 },
             },
         }
@@ -244,17 +252,13 @@ async def translate_file_route(request: Request, calls: CallsDep) -> Response:
     upload = params.file("file")
     if upload is None:
         raise InvalidRequest("Invalid request: missing file parameter", field="file")
-    source_code = _required(params, "source")
-    target_code = _required(params, "target")
+    source, target = _pair(calls, params)
     caller = _caller(calls, params)
     filename = PurePath(upload.filename or "").name
     try:
         file_type(filename)
     except Exception as exc:
         raise InvalidRequest("Invalid request: file format not supported", field="file") from exc
-    source = _language(calls, source_code, "source")
-    target = _language(calls, target_code, "target")
-    assert target is not None
     data = await upload.read()
     deadline = calls.config.server.document_timeout
     result = await calls.run(
@@ -285,9 +289,7 @@ async def download_file(name: str, request: Request) -> Response:
     doc = _documents(request).get(doc_id)
     if doc is None or doc.result is None or doc.filename != filename:
         raise NotFound("Invalid filename: no such translated file (it may have expired)")
-    response = Response(doc.result.content, media_type=doc.result.media_type)
-    response.headers["Content-Disposition"] = f"attachment; filename*=UTF-8''{quote(filename)}"
-    return response
+    return attachment(doc.result, filename)
 
 
 @router.post("/suggest", summary="LibreTranslate: suggestions (disabled on tolk)")

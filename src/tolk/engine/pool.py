@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import logging
 from collections.abc import Sequence
 from typing import Any
@@ -10,6 +11,7 @@ from tolk.config import ModelSettings
 from tolk.engine.engine import ModelEngine
 from tolk.engine.metrics import EngineMetrics
 from tolk.errors import UnknownModel, UnsupportedLanguagePair
+from tolk.languages import serves
 
 log = logging.getLogger("tolk.engine")
 
@@ -61,6 +63,31 @@ class ModelPool:
                 supported=[self.describe_model(e) for e in candidates],
             )
         return next((e for e in serving if e.alive), serving[0])
+
+    @functools.cached_property
+    def sources(self) -> tuple[str, ...]:
+        """The tags some model translates from, in configuration order."""
+        tags: dict[str, None] = {}
+        for coverage in (e.settings.coverage for e in self.engines):
+            tags |= dict.fromkeys((*coverage.languages, *(p.source for p in coverage.pairs)))
+        return tuple(tags)
+
+    @functools.cached_property
+    def targets(self) -> tuple[str, ...]:
+        """The tags some model translates into, in configuration order."""
+        tags: dict[str, None] = {}
+        for coverage in (e.settings.coverage for e in self.engines):
+            tags |= dict.fromkeys((*coverage.languages, *(p.target for p in coverage.pairs)))
+        return tuple(tags)
+
+    def takes_source(self, tag: str) -> bool:
+        return any(serves(s, tag) for s in self.sources)
+
+    def gives_target(self, tag: str) -> bool:
+        return any(serves(t, tag) for t in self.targets)
+
+    def covers(self, source: str, target: str) -> bool:
+        return any(e.settings.coverage.covers(source, target) for e in self.engines)
 
     @staticmethod
     def describe_model(engine: ModelEngine) -> dict[str, Any]:

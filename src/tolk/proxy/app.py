@@ -30,7 +30,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 import tolk
-from tolk.compat.codes import LIBRETRANSLATE_ALIASES
+from tolk.compat.codes import from_libretranslate
 from tolk.compat.dispatch import (
     CORS,
     LIBRETRANSLATE_PATHS,
@@ -39,7 +39,8 @@ from tolk.compat.dispatch import (
     api_of_path,
     is_libretranslate,
 )
-from tolk.languages import InvalidLanguageCode, lang
+from tolk.errors import InvalidLanguage
+from tolk.languages import lang, request_lang
 from tolk.proxy.config import ProxyConfig
 from tolk.proxy.metrics import ProxyMetrics
 from tolk.proxy.upstreams import Upstream, UpstreamPool
@@ -118,12 +119,14 @@ def _route(data: dict[str, Any]) -> Route | None:
     model = data.get("model")
     if not isinstance(target, str) or not (source is None or isinstance(source, str)):
         return None
+    # LibreTranslate's fields take its aliases (zh, zt, pb, iw, no), as the server reads them.
+    read = from_libretranslate if "target_lang" not in data else request_lang
     try:
         s = None
         if source is not None and source.strip().lower() not in ("", "auto"):
-            s = lang(LIBRETRANSLATE_ALIASES.get(source.lower(), source)).tag
-        t = lang(LIBRETRANSLATE_ALIASES.get(target.lower(), target)).tag
-    except InvalidLanguageCode:
+            s = read(source, "source").tag
+        t = read(target, "target").tag
+    except InvalidLanguage:
         return None
     return Route(s, t, model if isinstance(model, str) else None)
 
@@ -348,7 +351,7 @@ def create_proxy_app(config: ProxyConfig) -> FastAPI:
         started = time.perf_counter()
         request_id: str = request.state.request_id
         metrics: ProxyMetrics = state["metrics"]
-        response = await _translate(request, request_id, state, config)
+        response = await _forward(request, request_id, state, config)
         metrics.requests.labels("/translate", str(response.status_code)).inc()
         metrics.latency.labels("/translate").observe(time.perf_counter() - started)
         return response
@@ -420,7 +423,7 @@ def create_proxy_app(config: ProxyConfig) -> FastAPI:
             raise StarletteHTTPException(404)
         started = time.perf_counter()
         metrics: ProxyMetrics = state["metrics"]
-        response = await _translate(request, request.state.request_id, state, config)
+        response = await _forward(request, request.state.request_id, state, config)
         label = "/" + path.split("/", 1)[0]
         metrics.requests.labels(label, str(response.status_code)).inc()
         metrics.latency.labels(label).observe(time.perf_counter() - started)
@@ -535,7 +538,7 @@ async def _multipart_fields(body: bytes, content_type: str) -> dict[str, Any]:
     return {k: v for k, v in form.multi_items() if isinstance(v, str)}
 
 
-async def _translate(
+async def _forward(
     request: Request, request_id: str, state: dict[str, Any], config: ProxyConfig
 ) -> Response:
     """Forward a request to an upstream: a translation (any API) to one serving its pair,

@@ -20,7 +20,6 @@ from tolk.compat import deepl, libretranslate
 from tolk.compat.dispatch import ApiDispatch
 from tolk.compat.documents import DocumentStore
 from tolk.config import TolkConfig
-from tolk.detect import Detector
 from tolk.engine import EngineMetrics, ModelPool
 from tolk.keys import SYNC_SECONDS, KeyStore
 from tolk.server import web
@@ -112,8 +111,7 @@ def create_app(config: TolkConfig) -> FastAPI:
                 config.server.max_file_chars,
             ),
             glossaries,
-            Detector(t for e in pool.engines for t in e.settings.coverage.tags()),
-            find_glossary,
+            find_glossary=find_glossary,
         )
         app.state.translator = translator
         app.state.calls = Calls(config, translator, lifecycle, metrics, access)

@@ -6,9 +6,11 @@ from __future__ import annotations
 
 from collections.abc import Callable, Coroutine
 from typing import Any, TypeVar
+from urllib.parse import quote
 
 from starlette.datastructures import MutableHeaders
 from starlette.requests import Request
+from starlette.responses import Response
 
 from tolk.config import TolkConfig
 from tolk.errors import ClientDisconnected, Overloaded
@@ -16,8 +18,16 @@ from tolk.server.access import Access, Caller
 from tolk.server.lifecycle import Lifecycle
 from tolk.server.metrics import ServiceMetrics
 from tolk.translation import Translation, Translator
+from tolk.translation.files import TranslatedFile
 
 T = TypeVar("T")
+
+
+def attachment(file: TranslatedFile, filename: str) -> Response:
+    """A translated file as a download under its own name (any characters, RFC 6266)."""
+    response = Response(file.content, media_type=file.media_type)
+    response.headers["Content-Disposition"] = f"attachment; filename*=UTF-8''{quote(filename)}"
+    return response
 
 
 def bearer_key(request: Request) -> str | None:

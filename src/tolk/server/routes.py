@@ -7,7 +7,6 @@ import dataclasses
 from collections.abc import AsyncIterator, Callable, Coroutine
 from pathlib import PurePath
 from typing import Annotated, Any, TypeVar
-from urllib.parse import quote
 
 from fastapi import APIRouter, Depends, File, Form, Header, Query, Request, Response, UploadFile
 from fastapi.responses import JSONResponse, StreamingResponse
@@ -19,7 +18,7 @@ from tolk.detect import Detection
 from tolk.engine import ModelPool
 from tolk.errors import TolkError
 from tolk.server.access import Caller
-from tolk.server.calls import Calls, bearer_key
+from tolk.server.calls import Calls, attachment, bearer_key
 from tolk.server.errors import error_body, error_response, request_id_of
 from tolk.server.lifecycle import Lifecycle
 from tolk.server.metrics import ServiceMetrics
@@ -137,7 +136,9 @@ def _work(
         body.format,
         on_segment=on_segment,
         glossary=GlossaryRequest(
-            body.glossary or {}, body.glossary_id, body.do_not_translate or ()
+            body.glossary or {},
+            [body.glossary_id] if body.glossary_id is not None else [],
+            body.do_not_translate or (),
         ),
         instructions=Instructions.of(body.formality, body.context, body.instructions or ()),
     )
@@ -292,8 +293,7 @@ async def translate_file_route(
     )
     if result is None:
         return Response(status_code=CLIENT_CLOSED)
-    response = Response(result.content, media_type=result.media_type)
-    response.headers["Content-Disposition"] = f"attachment; filename*=UTF-8''{quote(filename)}"
+    response = attachment(result, filename)
     response.headers["X-Tolk-Segments"] = str(result.translation.usage.segments)
     if result.translation.detections:
         response.headers["X-Tolk-Detected-Source-Lang"] = result.translation.source.tag

@@ -7,7 +7,6 @@ request; a .docx is opened with python-docx and its paragraphs become the docume
 
 from __future__ import annotations
 
-import dataclasses
 import io
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -15,12 +14,11 @@ from pathlib import PurePath
 from typing import Literal
 
 from tolk import detect
-from tolk.detect import Detection
 from tolk.errors import InvalidRequest, PayloadTooLarge, TolkError
 from tolk.translation.document import Document
 from tolk.translation.formats import Format, Splitter, parse
 from tolk.translation.segment import SplitMode
-from tolk.translation.service import Translation, Translator, is_auto
+from tolk.translation.service import Translation, Translator
 
 Kind = Format | Literal["docx"]
 DOCX = "application/vnd.openxmlformats-officedocument.wordprocessingml.document"
@@ -100,11 +98,6 @@ async def translate_file(
             field="file",
             limit=limit,
         )
-    detections: tuple[Detection, ...] = ()
-    if is_auto(source_lang):
-        detections = (translator.detector.detect(opened.sample),)
-        source_lang = detections[0].language
-    assert source_lang is not None
     translation = await translator.translate_documents(
         opened.documents,
         opened.characters,
@@ -113,8 +106,8 @@ async def translate_file(
         model,
         deadline,
         split,
+        sample=opened.sample,
     )
-    translation = dataclasses.replace(translation, detections=detections)
     return TranslatedFile(opened.save(translation.texts), kind.media_type, translation)
 
 

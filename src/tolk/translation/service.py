@@ -25,12 +25,11 @@ from tolk.detect import Detection, Detector
 from tolk.engine import Generation, ModelEngine, ModelPool, Tokenizer
 from tolk.errors import (
     DeadlineExceeded,
-    InvalidLanguage,
     InvalidRequest,
     PayloadTooLarge,
     UnknownGlossary,
 )
-from tolk.languages import InvalidLanguageCode, Lang, lang
+from tolk.languages import Lang, lang, request_lang
 from tolk.translation.document import Document, Rendered
 from tolk.translation.formats import Format, Splitter, parse
 from tolk.translation.glossary import Glossary, Terms
@@ -326,26 +325,14 @@ def _instructions(engine: ModelEngine, target: Lang, asked: Instructions) -> Ins
     return asked if instructed else NO_INSTRUCTIONS
 
 
-def _parse_lang(code: str, field: str) -> Lang:
-    try:
-        return lang(code)
-    except InvalidLanguageCode as exc:
-        raise InvalidLanguage(str(exc), field=field) from exc
-
-
 @dataclass(frozen=True)
 class GlossaryRequest:
-    """A request's glossary: its own entries, a configured glossary's id, and terms that
-    must come back untranslated."""
+    """A request's glossary: its own entries, the ids of configured (or API-made)
+    glossaries whose entries it uses, and terms that must come back untranslated."""
 
     entries: Mapping[str, str] = field(default_factory=dict)
-    glossary_id: str | None = None
+    ids: Sequence[str] = ()
     do_not_translate: Sequence[str] = ()
-    more_ids: Sequence[str] = ()  # DeepL's glossary_ids: entries of several glossaries
-
-    @property
-    def ids(self) -> list[str]:
-        return ([self.glossary_id] if self.glossary_id is not None else []) + list(self.more_ids)
 
 
 @dataclass(frozen=True)
@@ -361,7 +348,6 @@ class Translator:
         pool: ModelPool,
         limits: Limits,
         glossaries: Mapping[str, NamedGlossary] | None = None,
-        detector: Detector | None = None,
         find_glossary: Callable[[str], NamedGlossary | None] | None = None,
     ) -> None:
         self.pool = pool
@@ -369,9 +355,8 @@ class Translator:
         self.glossaries = dict(glossaries or {})
         # Glossaries made elsewhere (another server sharing the key store) found on a miss.
         self.find_glossary = find_glossary or (lambda glossary_id: None)
-        self.detector = detector or Detector(
-            t for e in pool.engines for t in e.settings.coverage.tags()
-        )
+        # Among the languages the models translate from.
+        self.detector = Detector(pool.sources)
 
     def detect(self, texts: Sequence[str]) -> list[Detection]:
         return self.detector.detect_all(texts)
@@ -497,7 +482,7 @@ class Translator:
         self,
         documents: Callable[[Splitter], Sequence[Document]],
         characters: int,
-        source_lang: str,
+        source_lang: str | None,
         target_lang: str,
         model: str | None,
         deadline: float,
@@ -506,11 +491,18 @@ class Translator:
         on_segment: OnSegment | None = None,
         glossary: GlossaryRequest | None = None,
         instructions: Instructions | None = None,
+        sample: str = "",
     ) -> Translation:
         """The one path every request takes (texts, markup, files): `documents(cut)` makes
-        the documents once the model (and so its tokenizer) is known."""
-        source = _parse_lang(source_lang, "source_lang")
-        target = _parse_lang(target_lang, "target_lang")
+        the documents once the model (and so its tokenizer) is known. Without a source
+        language, it is detected from `sample` (a file's text)."""
+        detections: tuple[Detection, ...] = ()
+        if is_auto(source_lang):
+            detections = (self.detector.detect(sample),)
+            source_lang = detections[0].language
+        assert source_lang is not None
+        source = request_lang(source_lang, "source_lang")
+        target = request_lang(target_lang, "target_lang")
         engine = self.pool.route(source.tag, target.tag, model)
         engine.check_alive()
         told = _instructions(engine, target, instructions or NO_INSTRUCTIONS)
@@ -548,6 +540,7 @@ class Translator:
             ),
             engine_seconds=engine_seconds,
             lengths=[(g.source_tokens, g.completion_tokens) for g in generations],
+            detections=detections,
         )
 
     @staticmethod
