@@ -151,6 +151,21 @@ def test_deepl_rate_limit_is_429(main_server: ServerProcess, main_keys: MainKeys
     slow.translate_text("Two", target_lang="DE")
     with pytest.raises(deepl.TooManyRequestsException):
         slow.translate_text("Three", target_lang="DE")
+    # The same key's rate, spent, in the other two APIs' shapes.
+    lt = httpx.post(
+        f"{main_server.url}/translate",
+        json={"q": "Four", "source": "en", "target": "de", "api_key": main_keys.slow},
+    )
+    assert lt.status_code == 429
+    assert lt.json()["error"].startswith("Slowdown: ")
+    own = httpx.post(
+        f"{main_server.url}/translate",
+        json={"text": "Five", "source_lang": "en", "target_lang": "de"},
+        headers={"Authorization": f"Bearer {main_keys.slow}"},
+    )
+    assert own.status_code == 429
+    assert own.json()["error"]["code"] == "rate_limited"
+    assert 1 <= int(own.headers["retry-after"]) <= 60
 
 
 async def test_deepl_form_requests_as_deepl_node_and_mastodon_send_them(

@@ -10,8 +10,9 @@ import aiohttp
 import pytest
 
 from tolk.config import ConfigError
-from tolk.proxy.app import route_of
+from tolk.proxy.app import Attempt, Forwarder, Route, route_of
 from tolk.proxy.config import BreakerSettings, HealthSettings, ProxyConfig, load_proxy_config
+from tolk.proxy.metrics import ProxyMetrics
 from tolk.proxy.upstreams import (
     Circuit,
     CircuitBreaker,
@@ -178,3 +179,33 @@ def test_config(tmp_path: Path) -> None:
     typo.write_text("upstreams: [http://a:1]\nhealth: {intervall: 2}\n")
     with pytest.raises(ConfigError, match=r"health\.intervall"):
         load_proxy_config(typo)
+
+
+def test_route_of_deepl_and_libretranslate_bodies() -> None:
+    form = route_of(b"text=a&text=b&target_lang=ZH-HANS", "application/x-www-form-urlencoded")
+    assert form == Route(None, "zh-Hans", None)  # no source: routed by target alone
+    mastodon = route_of(b'{"q": ["<p>x</p>"], "source": "auto", "target": "pb", "format": "html"}')
+    assert mastodon == Route(None, "pt-BR", None)  # LibreTranslate's alias
+    discourse = route_of(b"q=x&source=iw&target=zh", "application/x-www-form-urlencoded")
+    assert discourse == Route("he", "zh-Hans", None)
+    nextcloud = route_of(b"", "multipart/form-data", "q=x&source=en&target=de")
+    assert nextcloud == Route("en", "de", None)
+
+
+async def test_an_overloaded_answer_in_any_apis_shape_is_retried_elsewhere() -> None:
+    async with aiohttp.ClientSession() as session:
+        config = ProxyConfig(upstreams=("http://a",))
+        pool = UpstreamPool(config, session)
+        forwarder = Forwarder(config, pool, session, ProxyMetrics(pool))
+        a = pool.add("http://a", "static")
+        # DeepL's and LibreTranslate's overload is a 429 with their own body; the header
+        # carries tolk's code whatever the body's shape.
+        lt = Attempt(
+            a, 0.01, 429, b'{"error": "Slowdown: busy"}', {"x-tolk-error-code": "overloaded"}
+        )
+        assert lt.error_code() == "overloaded"
+        assert forwarder.judge(lt) is True
+        deepl = Attempt(a, 0.01, 429, b'{"message": "x"}', {"x-tolk-error-code": "rate_limited"})
+        assert forwarder.judge(deepl) is False  # a key's rate is not another server's business
+        tolk_body = Attempt(a, 0.01, 503, b'{"error": {"code": "shutting_down"}}', {})
+        assert tolk_body.error_code() == "shutting_down"
