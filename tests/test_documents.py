@@ -300,6 +300,22 @@ def test_subtitles_keep_numbers_timings_and_blocks(data: st.DataObject) -> None:
             assert not any("-->" in line for line in after[cue_at + 1 :])
 
 
+def test_a_blank_translation_never_empties_a_cue() -> None:
+    """Found by the property above: a model answering only whitespace would leave a timing
+    with no text under it (the cue ends at the blank line)."""
+    source = (
+        "1\n00:00:01,000 --> 00:00:02,000\n<i>Hello there</i>\n\n"
+        "2\n00:00:03,000 --> 00:00:04,000\nBye\n"
+    )
+    for keep in (False, True):
+        assert translate_parsed("srt", source, lambda s: " ", keep_placeholders=keep) == source
+        assert translate_parsed("vtt", "WEBVTT\n\n" + source, lambda s: "\n") == (
+            "WEBVTT\n\n" + source
+        )
+    translated = translate_parsed("srt", source, lambda s: "Hallo")
+    assert _blocks(translated)[1] == ["2", "00:00:03,000 --> 00:00:04,000", "Hallo"]
+
+
 def test_vtt_cue_tags_are_placeholders_and_text_is_escaped() -> None:
     from tolk.translation.subtitles import parse_vtt
 

@@ -24,6 +24,7 @@ from tolk.translation.document import Document, Escape, Text, Unit, concat
 from tolk.translation.html_format import parse_html
 
 _WHITESPACE = re.compile(r"\s+")
+_TAG = re.compile(r"<[^>]*>")
 _TAG_START = re.compile(r"<(?=[A-Za-z/!?])")
 
 
@@ -64,6 +65,13 @@ def parse_subtitles(text: str, escape: Escape) -> Document:
     return concat(pieces)
 
 
+def has_text(cue_text: str) -> bool:
+    """A cue's check: it still shows some text. A blank line would end the cue (and leave a
+    timing with nothing under it), so a blank translation is refused like lost markup: the
+    unit is translated run by run, and kept as it was if that is blank too."""
+    return bool(_TAG.sub("", cue_text).strip())
+
+
 def _cue(body: str, escape: Escape) -> Document:
     """A cue's text lines as one unit (or a few, around tags the parser keeps whole)."""
     doc = parse_html(body, escape)
@@ -76,6 +84,7 @@ def _cue(body: str, escape: Escape) -> Document:
                 for p in unit.pieces
             ),
             unit.escape,
+            has_text,
         )
         for unit in doc.units
     )
