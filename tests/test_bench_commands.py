@@ -124,6 +124,30 @@ def test_bench_drives_the_deepl_and_libretranslate_apis(
     assert all(r["chars_out"] > 0 for r in run["levels"][0]["records"])
 
 
+def test_bench_overload_sheds_the_excess_of_a_burst(
+    main_server: ServerProcess, tmp_path: Path
+) -> None:
+    # The main server admits 16 running + 24 waiting: waves of 40, bursts of 80.
+    tolk(
+        "bench", "overload", "--url", main_server.url, "--capacity", "40", "--factor", "2",
+        "--waves", "1", "--items", "20", "--documents-seconds", "3", "--out", "overload",
+        cwd=tmp_path,
+    )  # fmt: skip
+    data = json.loads((tmp_path / "overload" / "overload.json").read_text())
+    assert data["baseline"]["requests"] == data["baseline"]["admitted"] == 40
+    burst = data["burst"]
+    assert burst["requests"] == 80
+    assert burst["refused"] >= 1
+    assert burst["refused"] + burst["admitted"] == 80
+    assert burst["refused_p95_s"] >= burst["refused_p50_s"] > 0
+    assert data["health_floor"]["requests"] == 40
+    assert data["other_failures"] == []
+    stalls = data["documents_loop_stalls"]
+    assert stalls["samples"] > 100  # the server sampled its loop every 10 ms meanwhile
+    assert stalls["ok"] >= 1
+    assert "burst" in (tmp_path / "overload" / "overload.md").read_text()
+
+
 def test_bench_journey_runs_every_architecture(bench_config: Path, tmp_path: Path) -> None:
     out = tmp_path / "journey"  # passed relative, as scripts/run-benchmarks.sh does
     result = tolk(

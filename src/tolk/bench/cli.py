@@ -409,3 +409,43 @@ def proxy_command(
             progress=progress,
         )
     show(proxy.table(results), proxy.write(results, out_dir))
+
+
+@app.command("overload")
+def overload_command(
+    url: Annotated[str, typer.Option(help="The tolk server (or proxy) to overload.")],
+    capacity: Annotated[
+        int, typer.Option(help="The model's max_num_seqs + max_waiting: what it admits at once.")
+    ],
+    factor: Annotated[float, typer.Option(help="Burst size as a multiple of capacity.")] = 4.0,
+    waves: Annotated[int, typer.Option(help="Baseline and burst waves, alternating.")] = 5,
+    workload: WorkloadOption = "uniform",
+    items: ItemsOption = 200,
+    seed: SeedOption = 0,
+    documents_seconds: Annotated[
+        float,
+        typer.Option(help="Then the documents workload for this long (0: skip): loop stalls."),
+    ] = 30.0,
+    documents_concurrency: Annotated[
+        int, typer.Option(help="Concurrent documents in that phase (within capacity).")
+    ] = 2,
+    out: OutOption = None,
+) -> None:
+    """A burst of FACTOR x capacity against waves of capacity: how fast refusals answer,
+    what the excess costs the admitted requests, and the event loop's stalls."""
+    from tolk.bench import overload
+
+    async def start(out_dir: Path, progress: Progress) -> dict[str, Any]:
+        return await overload.measure(
+            url,
+            load(workload, items, seed),
+            capacity,
+            factor,
+            waves,
+            load("documents", items, seed) if documents_seconds > 0 else None,
+            documents_seconds,
+            documents_concurrency,
+            progress=progress.console.log,
+        )
+
+    measured("overload", out, start, overload.table, overload.write)

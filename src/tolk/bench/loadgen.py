@@ -26,6 +26,7 @@ from tolk.bench.stats import RequestRecord
 from tolk.bench.workloads import WorkItem
 
 Progress = Callable[[int], None]
+KEEPALIVE = 3.0
 _TIMING = re.compile(r"(?:^|,)\s*([a-z]+);dur=([0-9.]+)")
 
 
@@ -37,7 +38,9 @@ def make_client(
 ) -> aiohttp.ClientSession:
     return aiohttp.ClientSession(
         base_url=base_url,
-        connector=aiohttp.TCPConnector(limit=connections),
+        # Idle connections are dropped before a server's keep-alive timeout (uvicorn's 5 s)
+        # closes them, or a request sent on one just as it closes fails for nothing.
+        connector=aiohttp.TCPConnector(limit=connections, keepalive_timeout=KEEPALIVE),
         timeout=aiohttp.ClientTimeout(total=timeout),
         headers=dict(headers or {}),
     )

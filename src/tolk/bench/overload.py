@@ -1,0 +1,277 @@
+"""`tolk bench overload`: how a server (or proxy) sheds a burst, side by side with the same
+load without the excess.
+
+Waves, alternating: a *baseline* wave of `capacity` requests sent at once (what the server
+admits: max_num_seqs + max_waiting one-segment texts), then a *burst* wave of
+`factor x capacity` requests sent at once, then a *floor* wave: `capacity` translations and
+the excess as GET /health at the same moment (the cheapest answer the server gives under
+that load: what no refusal can beat, client and machine included).
+
+Reported: how fast the refusals of the burst waves answer (p50/p95), and the admitted
+requests' latency in burst waves against baseline waves (p50/p95 and their ratio).
+Alternating the waves in one run keeps the comparison fair on a noisy machine.
+
+Then, optionally, the event loop's stalls under a documents workload: the server samples
+its loop's lag every 10 ms into `tolk_event_loop_stall_seconds`; the histogram's change
+over the phase gives the longest stall (as the bucket it fell in) and the p99.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import math
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+from rich.table import Table
+
+from tolk.bench import report
+from tolk.bench.loadgen import closed_loop, get_text, make_client, send
+from tolk.bench.scrape import Snapshot
+from tolk.bench.stats import RequestRecord, percentile
+from tolk.bench.workloads import Workload
+
+Progress = Callable[[str], None]
+STALL_METRIC = "tolk_event_loop_stall_seconds"
+
+
+def _p(values: Sequence[float], q: float) -> float | None:
+    return round(percentile(values, q), 4) if values else None
+
+
+async def _wave(client: Any, items: Any, n: int) -> list[RequestRecord]:
+    t0 = time.monotonic()
+    return list(
+        await asyncio.gather(*(send(client, "/translate", next(items), t0) for _ in range(n)))
+    )
+
+
+async def _floor_wave(client: Any, items: Any, capacity: int, excess: int) -> list[float]:
+    """`capacity` translations and, at the same moment, `excess` GET /health: the latency of
+    the cheapest answer the server gives under the same load, the floor for a refusal."""
+    t0 = time.monotonic()
+
+    async def health() -> float:
+        started = time.monotonic()
+        async with client.get("/health") as response:
+            await response.read()
+        return time.monotonic() - started
+
+    translations = [send(client, "/translate", next(items), t0) for _ in range(capacity)]
+    answers = await asyncio.gather(*translations, *(health() for _ in range(excess)))
+    return [a for a in answers if isinstance(a, float)]
+
+
+async def _stalls(client: Any) -> dict[float, float]:
+    """The loop-stall histogram's cumulative bucket counts, by upper bound."""
+    status, text = await get_text(client, "/metrics", **{"name[]": STALL_METRIC})
+    if status != 200:
+        return {}
+    return {bound: count for bound, _, count in Snapshot.parse(text).buckets(STALL_METRIC)}
+
+
+def stall_summary(before: dict[float, float], after: dict[float, float]) -> dict[str, Any]:
+    """Samples per bucket over a phase: the longest stall's bucket and the p99 bound."""
+    bounds = sorted(after)
+    counts = [after[b] - before.get(b, 0.0) for b in bounds]
+    total = counts[-1] if counts else 0.0
+    if not total:
+        return {"samples": 0}
+    per_bucket = [c - (counts[i - 1] if i else 0.0) for i, c in enumerate(counts)]
+    longest = max(i for i, c in enumerate(per_bucket) if c > 0)
+    p99 = next(b for b, c in zip(bounds, counts, strict=True) if c >= 0.99 * total)
+    lower = bounds[longest - 1] if longest else 0.0
+    return {
+        "samples": int(total),
+        "longest_stall_between_s": [lower, bounds[longest]],
+        "p99_stall_at_most_s": p99,
+        "over_10ms": int(total - next(c for b, c in zip(bounds, counts, strict=True) if b >= 0.01)),
+    }
+
+
+async def measure(
+    url: str,
+    workload: Workload,
+    capacity: int,
+    factor: float,
+    waves: int,
+    documents: Workload | None,
+    documents_seconds: float,
+    documents_concurrency: int,
+    progress: Progress,
+) -> dict[str, Any]:
+    burst = math.ceil(capacity * factor)
+    items = itertools.cycle(workload.items)
+    baseline: list[RequestRecord] = []
+    bursts: list[RequestRecord] = []
+    floor: list[float] = []
+    async with make_client(url, connections=burst, timeout=600) as client:
+        await _wave(client, items, capacity)  # warm-up: connections opened, caches filled
+        for number in range(waves):
+            progress(f"wave {number + 1}/{waves}: {capacity} requests, then {burst}")
+            baseline += await _wave(client, items, capacity)
+            bursts += await _wave(client, items, burst)
+            floor += await _floor_wave(client, items, capacity, burst - capacity)
+        stalls: dict[str, Any] = {}
+        if documents is not None:
+            progress(f"documents workload for {documents_seconds:g} s: loop stalls")
+            before = await _stalls(client)
+            records, seconds = await closed_loop(
+                client,
+                itertools.cycle(documents.items),
+                documents_concurrency,
+                duration=documents_seconds,
+            )
+            after = await _stalls(client)
+            stalls = {
+                "workload": documents.describe(),
+                "concurrency": documents_concurrency,
+                "seconds": round(seconds, 1),
+                "requests": len(records),
+                "ok": sum(r.ok for r in records),
+                **stall_summary(before, after),
+            }
+    refused = [r.latency for r in bursts if r.status in (503, 429)]
+    admitted_burst = [r.latency for r in bursts if r.ok]
+    admitted_base = [r.latency for r in baseline if r.ok]
+    other = sorted(
+        {
+            f"{r.status} {r.error_code or ''}".strip()
+            for r in baseline + bursts
+            if not r.ok and r.status not in (503, 429)
+        }
+    )
+    result: dict[str, Any] = {
+        "url": url,
+        "workload": workload.describe(),
+        "capacity": capacity,
+        "factor": factor,
+        "waves": waves,
+        "baseline": {
+            "requests": len(baseline),
+            "admitted": len(admitted_base),
+            "admitted_p50_s": _p(admitted_base, 50),
+            "admitted_p95_s": _p(admitted_base, 95),
+        },
+        "burst": {
+            "requests": len(bursts),
+            "admitted": len(admitted_burst),
+            "refused": len(refused),
+            "refused_p50_s": _p(refused, 50),
+            "refused_p95_s": _p(refused, 95),
+            "refused_max_s": _p(refused, 100),
+            "admitted_p50_s": _p(admitted_burst, 50),
+            "admitted_p95_s": _p(admitted_burst, 95),
+        },
+        "health_floor": {
+            "requests": len(floor),
+            "p50_s": _p(floor, 50),
+            "p95_s": _p(floor, 95),
+        },
+        "other_failures": other,
+    }
+    base_p50, burst_p50 = result["baseline"]["admitted_p50_s"], result["burst"]["admitted_p50_s"]
+    base_p95, burst_p95 = result["baseline"]["admitted_p95_s"], result["burst"]["admitted_p95_s"]
+    if base_p50 and burst_p50 and base_p95 and burst_p95:
+        result["admitted_ratio_p50"] = round(burst_p50 / base_p50, 3)
+        result["admitted_ratio_p95"] = round(burst_p95 / base_p95, 3)
+    if stalls:
+        result["documents_loop_stalls"] = stalls
+    return result
+
+
+def _ms(value: float | None) -> str:
+    return "-" if value is None else f"{value * 1000:.1f}"
+
+
+def table(result: dict[str, Any]) -> Table:
+    b, x = result["baseline"], result["burst"]
+    t = Table(
+        title=f"Overload: waves of {result['capacity']} vs {x['requests'] // result['waves']}"
+    )
+    for column in (
+        "wave",
+        "requests",
+        "admitted",
+        "refused",
+        "refused p50/p95 ms",
+        "admitted p50/p95 ms",
+    ):
+        t.add_column(column)
+    t.add_row(
+        "baseline",
+        str(b["requests"]),
+        str(b["admitted"]),
+        "0",
+        "-",
+        f"{_ms(b['admitted_p50_s'])} / {_ms(b['admitted_p95_s'])}",
+    )
+    t.add_row(
+        "burst",
+        str(x["requests"]),
+        str(x["admitted"]),
+        str(x["refused"]),
+        f"{_ms(x['refused_p50_s'])} / {_ms(x['refused_p95_s'])}",
+        f"{_ms(x['admitted_p50_s'])} / {_ms(x['admitted_p95_s'])}",
+    )
+    f = result["health_floor"]
+    t.add_row(
+        "floor (/health)",
+        str(f["requests"]),
+        "-",
+        "-",
+        f"{_ms(f['p50_s'])} / {_ms(f['p95_s'])}",
+        "-",
+    )
+    return t
+
+
+def write(result: dict[str, Any], out_dir: Path) -> list[Path]:
+    paths = [report.write_json(result, out_dir, "overload.json")]
+    lines = [
+        f"# Overload: {result['url']}",
+        "",
+        f"capacity {result['capacity']}, burst x{result['factor']:g}, {result['waves']} waves each",
+        "",
+        "| wave | requests | admitted | refused | refused p50 / p95 (ms) "
+        "| admitted p50 / p95 (ms) |",
+        "|---|---|---|---|---|---|",
+    ]
+    b, x = result["baseline"], result["burst"]
+    lines.append(
+        f"| baseline | {b['requests']} | {b['admitted']} | 0 | - | "
+        f"{_ms(b['admitted_p50_s'])} / {_ms(b['admitted_p95_s'])} |"
+    )
+    lines.append(
+        f"| burst | {x['requests']} | {x['admitted']} | {x['refused']} | "
+        f"{_ms(x['refused_p50_s'])} / {_ms(x['refused_p95_s'])} | "
+        f"{_ms(x['admitted_p50_s'])} / {_ms(x['admitted_p95_s'])} |"
+    )
+    f = result["health_floor"]
+    lines.append(
+        f"| floor: GET /health beside {result['capacity']} translations | "
+        f"{f['requests']} | - | - | {_ms(f['p50_s'])} / {_ms(f['p95_s'])} | - |"
+    )
+    if "admitted_ratio_p50" in result:
+        lines += [
+            "",
+            f"admitted latency, burst / baseline: p50 x{result['admitted_ratio_p50']}, "
+            f"p95 x{result['admitted_ratio_p95']}",
+        ]
+    stalls = result.get("documents_loop_stalls")
+    if stalls and stalls.get("samples"):
+        low, high = stalls["longest_stall_between_s"]
+        lines += [
+            "",
+            f"event loop under the documents workload ({stalls['requests']} requests, "
+            f"{stalls['seconds']} s): longest stall {low * 1000:g}-{high * 1000:g} ms, "
+            f"p99 <= {stalls['p99_stall_at_most_s'] * 1000:g} ms, "
+            f"{stalls['over_10ms']} of {stalls['samples']} samples over 10 ms",
+        ]
+    path = out_dir / "overload.md"
+    path.write_text("\n".join(lines) + "\n")
+    paths.append(path)
+    return paths
