@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import httpx
+import psutil
 import pytest
 
 from tests.helpers import ServerProcess, metric_samples, model_config, wait_until
@@ -244,3 +245,86 @@ async def test_stopping_and_restarting_a_server_under_load(servers: Pair) -> Non
     # Through the stop and the restart, no client saw a failure.
     assert len(results) > 20
     assert {status for _, status, _ in results} == {200}
+
+
+class Load:
+    """Four clients translating en>de through the proxy (both servers serve it) until
+    stopped; every response recorded."""
+
+    def __init__(self, client: httpx.AsyncClient) -> None:
+        self.client = client
+        self.results: list[tuple[float, int, str]] = []
+        self._stop = asyncio.Event()
+        self._workers: list[asyncio.Task[None]] = []
+
+    async def _one(self) -> None:
+        while not self._stop.is_set():
+            r = await self.client.post("/translate", json=DE)
+            self.results.append(
+                (time.monotonic(), r.status_code, r.text if r.status_code != 200 else "")
+            )
+
+    def start(self) -> None:
+        self._workers = [asyncio.create_task(self._one()) for _ in range(4)]
+
+    async def stop(self) -> None:
+        self._stop.set()
+        await asyncio.gather(*self._workers)
+
+    def served_since(self, moment: float) -> int:
+        return sum(1 for when, status, _ in self.results if when > moment and status == 200)
+
+
+async def test_an_upstream_whose_engine_restarts_costs_no_request(servers: Pair) -> None:
+    async with httpx.AsyncClient(base_url=servers.proxy.url, timeout=120) as client:
+        load = Load(client)
+        load.start()
+        try:
+            await wait_until(lambda: _true(load.served_since(0) >= 8), within=60)
+            core = next(p for p in servers.b.descendants() if "EngineCore" in " ".join(p.cmdline()))
+            worker = next(p for p in core.children() if "Worker" in " ".join(p.cmdline()))
+            worker.kill()  # B's engine dies under load; B restarts it
+            killed = time.monotonic()
+
+            async def b_restarted() -> bool:
+                ready = await client.get("/upstreams")
+                listed = {u["url"]: u for u in ready.json()["upstreams"]}
+                return (
+                    "restart" in servers.b.log()
+                    and listed[servers.b.url]["healthy"]
+                    and ("serves again" in servers.b.log())
+                )
+
+            await wait_until(b_restarted, within=120)
+            await wait_until(lambda: _true(load.served_since(killed) >= 8), within=60)
+        finally:
+            await load.stop()
+    failures = [(status, text) for _, status, text in load.results if status != 200]
+    assert failures == []
+    assert "the engine for model 'b' serves again" in servers.b.log()
+
+
+async def test_an_upstream_killed_outright_costs_no_request_and_leaves_no_process(
+    servers: Pair,
+) -> None:
+    async with httpx.AsyncClient(base_url=servers.proxy.url, timeout=120) as client:
+        load = Load(client)
+        load.start()
+        try:
+            await wait_until(lambda: _true(load.served_since(0) >= 8), within=60)
+            family = servers.b.descendants()
+            assert any("EngineCore" in " ".join(p.cmdline()) for p in family)
+            servers.b.proc.kill()  # SIGKILL: no chance to stop its engine
+            killed = time.monotonic()
+            # Within 10 s nothing of B's is left (its engine follows it: no orphans).
+            _, alive = await asyncio.to_thread(psutil.wait_procs, family, 10)
+            assert alive == []
+            await wait_until(lambda: _true(load.served_since(killed) >= 8), within=60)
+        finally:
+            await load.stop()
+    failures = [(status, text) for _, status, text in load.results if status != 200]
+    assert failures == []
+
+
+async def _true(value: bool) -> bool:
+    return value

@@ -1,5 +1,5 @@
 """A two-model server, through its life: routing by language pair, per-model engine metrics,
-one engine dying, and finally SIGTERM with requests in flight.
+and finally SIGTERM with requests in flight. (An engine dying: test_server_supervision.)
 
 The tests in this module share one server and run in file order; each checks the state it
 needs before acting.
@@ -108,36 +108,6 @@ def test_metrics_keep_both_engines(pair_server: PairServer) -> None:
     }
     assert first_token["alpha"] >= 3
     assert first_token["beta"] >= 2
-
-
-async def test_a_dead_engine_turns_ready_503_and_its_requests_503(pair_server: PairServer) -> None:
-    alpha_core, beta_core = pair_server.engine_cores()
-    beta_core.send_signal(signal.SIGKILL)  # a real fault: beta's EngineCore process dies
-    async with httpx.AsyncClient(base_url=pair_server.url, timeout=60) as client:
-
-        async def not_ready() -> bool:
-            return (await client.get("/ready")).status_code == 503
-
-        await wait_until(not_ready, within=15)
-        error = assert_error(await client.get("/ready"), 503, "engine_unavailable")
-        assert error["models"] == {"alpha": "ready", "beta": "dead"}
-
-        body = {"text": "Hello.", "source_lang": "en", "target_lang": "ne"}
-        error = assert_error(await client.post("/translate", json=body), 503, "engine_unavailable")
-        assert "restart" in error["message"]
-        assert error["model"] == "beta"
-
-        body["target_lang"] = "de"  # alpha still serves
-        assert (await client.post("/translate", json=body)).status_code == 200
-
-        async def logged() -> bool:
-            return "the vLLM engine for model 'beta' has died" in pair_server.server.log()
-
-        await wait_until(logged, within=5)
-        text = (await client.get("/metrics")).text
-        up = {labels["model"]: value for labels, value in metric_samples(text, "tolk_engine_up")}
-        assert up == {"alpha": 1.0, "beta": 0.0}
-    assert alpha_core.is_running()
 
 
 async def test_sigterm_finishes_in_flight_requests_and_leaves_no_processes(

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import logging
+import math
 import os
 import sys
 from pathlib import Path
@@ -95,39 +96,58 @@ def run_server(settings: TolkConfig) -> None:
     import uvicorn
 
     from tolk.server.app import create_app
+    from tolk.server.lifecycle import EXIT_ENGINE_FAILED
 
     level = settings.server.log_level
     logging.basicConfig(
         level=level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s"
     )
     application = create_app(settings)
-    from tolk.server.middleware import RedactQuery
+    from tolk.server.middleware import RedactQuery, refuse_connections_in_json
 
     # uvicorn's access log (on with --log-level debug) would show query strings, and
     # LibreTranslate clients put keys and text there (`/detect?q=...&api_key=...`).
     logging.getLogger("uvicorn.access").addFilter(RedactQuery())
 
+    lifecycle = application.state.lifecycle
+    server_settings = settings.server
+    if server_settings.max_connections is not None:
+        refuse_connections_in_json(server_settings.max_connections)
+
     class TolkServer(uvicorn.Server):
+        async def on_tick(self, counter: int) -> bool:
+            # A server that gave up on an engine (lifecycle.give_up) stops like on SIGTERM,
+            # once it has drained.
+            return lifecycle.exit_due or await super().on_tick(counter)
+
         async def shutdown(self, sockets: Any = None) -> None:
             # uvicorn stops accepting and waits for open requests; tolk also refuses new
             # translations and bounds how long running ones may take (see lifecycle.py).
-            application.state.lifecycle.begin_drain()
+            lifecycle.begin_drain()
             await super().shutdown(sockets)
 
     server = TolkServer(
         uvicorn.Config(
             application,
-            host=settings.server.host,
-            port=settings.server.port,
+            host=server_settings.host,
+            port=server_settings.port,
             log_level=level,
             # Room after the drain's grace period for the 503s it sends to be written.
-            timeout_graceful_shutdown=int(settings.server.shutdown_grace) + 5,
+            timeout_graceful_shutdown=int(server_settings.shutdown_grace) + 5,
             access_log=level == "debug",
+            limit_concurrency=server_settings.max_connections,
+            timeout_keep_alive=math.ceil(server_settings.keep_alive),
+            backlog=server_settings.backlog,
         )
     )
     server.run()
     if not server.started:
         sys.exit(1)
+    if lifecycle.failed is not None:
+        logging.getLogger("tolk.server").critical(
+            "exiting with status %d: %s", EXIT_ENGINE_FAILED, lifecycle.failed
+        )
+        sys.exit(EXIT_ENGINE_FAILED)
 
 
 @app.command("make-test-model")

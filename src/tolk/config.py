@@ -162,6 +162,39 @@ class ServerSettings(_Strict):
         description="Deadline of a document translated in the background (DeepL's /v2/document).",
     )
     log_level: Literal["critical", "error", "warning", "info", "debug"] = "info"
+    max_restarts: int = Field(
+        5,
+        ge=0,
+        description="Engine restarts allowed within restart_window; one more death and the "
+        "server gives up: /health turns 503 and the process exits with status 3 after draining, "
+        "for its supervisor (Kubernetes, systemd, Docker) to start a fresh one.",
+    )
+    restart_window: float = Field(
+        600.0, gt=0, description="Seconds over which max_restarts is counted."
+    )
+    restart_backoff: float = Field(
+        1.0,
+        ge=0,
+        description="Wait before the first restart of a dead engine; doubles with "
+        "each further restart in the window.",
+    )
+    restart_backoff_max: float = Field(60.0, ge=0, description="The longest wait before a restart.")
+    max_connections: int | None = Field(
+        2048,
+        ge=1,
+        description="Open connections at most (uvicorn's limit_concurrency); beyond it new "
+        "requests get 503 before any work. None: unbounded.",
+    )
+    keep_alive: float = Field(
+        5.0, gt=0, description="Seconds an idle keep-alive connection is kept open."
+    )
+    body_timeout: float = Field(
+        30.0,
+        gt=0,
+        description="Seconds a request body may take to arrive, and the longest pause between "
+        "two of its chunks; a slower client gets 408 and is disconnected.",
+    )
+    backlog: int = Field(2048, ge=1, description="Pending connections the socket queues.")
 
 
 class GlossarySettings(_Strict):

@@ -64,8 +64,25 @@ class Overloaded(TolkError):
 
 
 class EngineUnavailable(TolkError):
+    """The model's engine has stopped (a restart, if one follows, gives `retry_after`)."""
+
     code = "engine_unavailable"
     status = 503
+
+    def __init__(self, message: str, retry_after: float | None = None, **details: Any) -> None:
+        super().__init__(message, **details)
+        self.retry_after = retry_after
+
+
+class EngineRestarting(TolkError):
+    """The model's engine died and is being started again; retry after `retry_after`."""
+
+    code = "engine_restarting"
+    status = 503
+
+    def __init__(self, message: str, retry_after: float = 1.0, **details: Any) -> None:
+        super().__init__(message, **details)
+        self.retry_after = retry_after
 
 
 class ShuttingDown(TolkError):

@@ -7,6 +7,7 @@ is in tolk.engine.vllm_compat). Its exceptions are translated here into tolk's o
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import itertools
 import logging
@@ -14,17 +15,19 @@ import os
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any, Literal, Protocol
 
 from tolk.config import EngineSettings, ModelSettings, SamplingSettings
 from tolk.engine.admission import Admission
 from tolk.engine.metrics import EngineMetrics
 from tolk.engine.vllm_compat import UnsupportedEngineArgs, VllmRelease
-from tolk.errors import EngineUnavailable, Overloaded, TolkError
+from tolk.errors import EngineRestarting, EngineUnavailable, Overloaded, TolkError
 
 log = logging.getLogger("tolk.engine")
 
 CPU_DEFAULT_KV_CACHE_BYTES = 1 << 30
+# How long a failed request waits to learn whether its engine is dying (see _dying).
+DEATH_NOTICE_SECONDS = 2.0
 # On a GPU without a configured share: vLLM's own default (0.9), divided among the models of
 # the server, which all share the GPU.
 GPU_MEMORY_SHARE = 0.9
@@ -121,6 +124,49 @@ def load_tokenizer(settings: ModelSettings) -> Tokenizer:
 
 _request_ids = itertools.count()
 
+EngineState = Literal["ready", "dead", "restarting", "failed"]
+
+
+def build_llm(
+    settings: ModelSettings, metrics: EngineMetrics, *, models_sharing: int = 1
+) -> tuple[Any, float]:
+    """A started AsyncLLM for `settings` and the seconds its start took (blocks for the
+    engine's start-up, ~15-25 s on CPU). Its `vllm:*` metrics are adopted into `metrics`."""
+    from vllm.engine.arg_utils import AsyncEngineArgs
+    from vllm.v1.engine.async_llm import AsyncLLM
+
+    begun = time.monotonic()
+    release = VllmRelease.installed()
+    if not release.tested:
+        log.warning("vLLM %s is not a release tolk is tested on", release.version)
+    try:
+        args = release.check_engine_args(
+            engine_args(settings, cpu=on_cpu(), models_sharing=models_sharing), settings.name
+        )
+    except UnsupportedEngineArgs as exc:
+        raise EngineStartError(settings.name, exc) from exc
+    log.info(
+        "starting engine for model '%s' from %s (vLLM %s)",
+        settings.name,
+        settings.path,
+        release.version,
+    )
+    try:
+        llm = AsyncLLM.from_engine_args(AsyncEngineArgs(**args))
+    except Exception as exc:
+        raise EngineStartError(settings.name, exc) from exc
+    adopted = metrics.adopt(settings.name)
+    seconds = time.monotonic() - begun
+    log.info(
+        "engine for model '%s' ready in %.1f s (max_num_seqs=%d, max_model_len=%d, %d metrics)",
+        settings.name,
+        seconds,
+        settings.engine.max_num_seqs,
+        int(llm.model_config.max_model_len),
+        adopted,
+    )
+    return llm, seconds
+
 
 class ModelEngine:
     """A configured model and the AsyncLLM that serves it."""
@@ -136,58 +182,81 @@ class ModelEngine:
         self.in_flight = 0
         e = settings.engine
         self.admission = Admission(e.max_num_seqs + e.max_waiting, batch=e.max_num_seqs)
+        self._state: EngineState = "ready"
+        self.start_seconds = 0.0  # how long its last start took: the restart estimate
+        self.expected_ready = 0.0
+        self.models_sharing = 1
 
     @classmethod
     def start(
         cls, settings: ModelSettings, metrics: EngineMetrics, *, models_sharing: int = 1
     ) -> ModelEngine:
         """Start the engine (blocks for the engine's start-up, ~15-25 s on CPU)."""
-        from vllm.engine.arg_utils import AsyncEngineArgs
-        from vllm.v1.engine.async_llm import AsyncLLM
-
-        begun = time.monotonic()
-        release = VllmRelease.installed()
-        if not release.tested:
-            log.warning("vLLM %s is not a release tolk is tested on", release.version)
-        try:
-            args = release.check_engine_args(
-                engine_args(settings, cpu=on_cpu(), models_sharing=models_sharing), settings.name
-            )
-        except UnsupportedEngineArgs as exc:
-            raise EngineStartError(settings.name, exc) from exc
-        log.info(
-            "starting engine for model '%s' from %s (vLLM %s)",
-            settings.name,
-            settings.path,
-            release.version,
-        )
-        try:
-            llm = AsyncLLM.from_engine_args(AsyncEngineArgs(**args))
-        except Exception as exc:
-            raise EngineStartError(settings.name, exc) from exc
-        adopted = metrics.adopt(settings.name)
+        llm, seconds = build_llm(settings, metrics, models_sharing=models_sharing)
         engine = cls(settings, llm)
-        log.info(
-            "engine for model '%s' ready in %.1f s (max_num_seqs=%d, max_model_len=%d, %d metrics)",
-            settings.name,
-            time.monotonic() - begun,
-            settings.engine.max_num_seqs,
-            engine.max_model_len,
-            adopted,
-        )
+        engine.start_seconds = seconds
+        engine.models_sharing = models_sharing
         return engine
 
     @property
+    def state(self) -> EngineState:
+        """ready, dead (noticed by nobody yet), restarting, or failed (given up on)."""
+        if self._state == "ready" and self._llm.errored:
+            return "dead"
+        return self._state
+
+    def mark_restarting(self, expected_ready: float) -> None:
+        """The engine is being replaced; until then its requests are told when to retry
+        (`expected_ready`: a time.monotonic() estimate)."""
+        self._state = "restarting"
+        self.expected_ready = expected_ready
+
+    def mark_failed(self) -> None:
+        self._state = "failed"
+
+    def replace(self, llm: Any, seconds: float) -> None:
+        """Serve from a freshly started AsyncLLM (the old one is shut down by then)."""
+        self._llm = llm
+        self.start_seconds = seconds
+        self._state = "ready"
+
+    def shutdown_dead(self) -> None:
+        """Release what a dead engine still holds (its sockets, its surviving processes)."""
+        try:
+            self._llm.shutdown()
+        except Exception:
+            log.exception("error while cleaning up the dead engine of model '%s'", self.name)
+
+    @property
     def alive(self) -> bool:
-        return not bool(self._llm.errored)
+        return self.state == "ready"
 
     def check_alive(self) -> None:
-        if not self.alive:
-            raise EngineUnavailable(
-                f"the engine for model '{self.name}' has stopped and cannot serve requests; "
-                "this server must be restarted (other servers or models may still serve)",
+        state = self.state
+        if state == "ready":
+            return
+        if state == "restarting":
+            wait = max(1.0, self.expected_ready - time.monotonic())
+            raise EngineRestarting(
+                f"the engine for model '{self.name}' is restarting after a failure; retry in "
+                f"{wait:.0f} s (or on another server)",
+                retry_after=wait,
                 model=self.name,
             )
+        if state == "failed":
+            raise EngineUnavailable(
+                f"the engine for model '{self.name}' failed too often and this server is "
+                "shutting down to be replaced; retry on another server",
+                model=self.name,
+                state=state,
+            )
+        raise EngineUnavailable(
+            f"the engine for model '{self.name}' has stopped and is about to be restarted; "
+            "retry shortly or on another server",
+            retry_after=max(1.0, self.start_seconds),
+            model=self.name,
+            state=state,
+        )
 
     @contextlib.contextmanager
     def admit(self, n: int) -> Iterator[int]:
@@ -226,8 +295,17 @@ class ModelEngine:
                 final = output
         except EngineDeadError as exc:
             self.check_alive()
-            raise EngineUnavailable(f"the engine for model '{self.name}' died") from exc
+            raise EngineUnavailable(
+                f"the engine for model '{self.name}' died", model=self.name
+            ) from exc
         except EngineGenerateError as exc:
+            if await self._dying():
+                raise EngineUnavailable(
+                    f"the engine for model '{self.name}' died during this request; retry "
+                    "shortly or on another server",
+                    retry_after=max(1.0, self.start_seconds),
+                    model=self.name,
+                ) from exc
             cause = exc.__cause__
             raise TolkError(
                 f"the engine for model '{self.name}' failed this request: "
@@ -245,6 +323,17 @@ class ModelEngine:
             completion_tokens=len(completion.token_ids),
             finish_reason=completion.finish_reason,
         )
+
+    async def _dying(self) -> bool:
+        """Whether a request's failure is the engine dying: when a Worker dies its
+        EngineCore fails the requests in flight first and only then exits, so vLLM marks
+        the engine errored a moment after they fail. Waits up to DEATH_NOTICE_SECONDS."""
+        deadline = time.monotonic() + DEATH_NOTICE_SECONDS
+        while self.state == "ready":
+            if time.monotonic() >= deadline:
+                return False
+            await asyncio.sleep(0.05)
+        return True
 
     def shutdown(self) -> None:
         log.info("shutting down engine for model '%s'", self.name)

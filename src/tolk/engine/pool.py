@@ -2,15 +2,16 @@
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import logging
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 from tolk.config import ModelSettings
 from tolk.engine.engine import ModelEngine
 from tolk.engine.metrics import EngineMetrics
-from tolk.errors import UnknownModel, UnsupportedLanguagePair
+from tolk.errors import Overloaded, UnknownModel, UnsupportedLanguagePair
 from tolk.languages import serves
 
 log = logging.getLogger("tolk.engine")
@@ -22,6 +23,41 @@ class ModelPool:
     def __init__(self, engines: Sequence[ModelEngine]) -> None:
         self.engines = list(engines)
         self._by_name = {e.name: e for e in self.engines}
+        # The cheap first admission check (shed): requests in the service now, against what
+        # all the models admit together. Each admitted request holds at least one place, so
+        # once this many are inside, a new one can only be refused later, after its texts
+        # were parsed, segmented and tokenised; it is refused here instead, before any of it.
+        self.capacity = sum(e.admission.capacity for e in self.engines)
+        self.requests_inside = 0
+
+    @property
+    def full(self) -> bool:
+        return self.requests_inside >= self.capacity
+
+    def overloaded(self) -> Overloaded:
+        """The refusal of the cheap check (counted as a refusal by every model)."""
+        for engine in self.engines:
+            engine.admission.refused += 1
+        return Overloaded(
+            f"this server is at capacity ({self.capacity} requests being translated by "
+            f"model(s) {', '.join(e.name for e in self.engines)}); retry shortly or on "
+            "another server",
+            retry_after=1.0,
+            model=self.engines[0].name if len(self.engines) == 1 else "",
+        )
+
+    @contextlib.contextmanager
+    def shed(self) -> Iterator[None]:
+        """Hold one request's place in the count for the `with` body, or refuse it with
+        Overloaded at once (no per-text work done). The exact, per-model admission of its
+        segments follows (ModelEngine.admit)."""
+        if self.full:
+            raise self.overloaded()
+        self.requests_inside += 1
+        try:
+            yield
+        finally:
+            self.requests_inside -= 1
 
     @classmethod
     def start(cls, models: Sequence[ModelSettings], metrics: EngineMetrics) -> ModelPool:

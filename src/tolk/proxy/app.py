@@ -50,7 +50,9 @@ from tolk.server.lifecycle import wait_for_disconnect
 log = logging.getLogger("tolk.proxy")
 
 # Statuses an upstream answers when it cannot take a request now; another may.
-RETRYABLE_CODES = {"overloaded", "shutting_down", "engine_unavailable"}
+RETRYABLE_CODES = {"overloaded", "shutting_down", "engine_unavailable", "engine_restarting"}
+# Codes after which the upstream gets nothing new for its Retry-After (capped at 30 s).
+COOLING_CODES = {"overloaded", "engine_restarting"}
 # Upstream response headers the client gets (lower-cased), besides the body.
 PASSED_HEADERS = frozenset(
     {
@@ -245,10 +247,10 @@ class Forwarder:
             retry = code in RETRYABLE_CODES
             if code == "shutting_down" and upstream.mark_down("answered 503 shutting_down"):
                 self.metrics.ejections.labels(upstream.url, "shutting_down").inc()
-            elif code == "overloaded":
+            elif code in COOLING_CODES:
                 retry_after = _seconds((attempt.headers or {}).get("Retry-After"), default=1.0)
                 upstream.cool(min(retry_after, 30.0))
-                self.metrics.ejections.labels(upstream.url, "overloaded").inc()
+                self.metrics.ejections.labels(upstream.url, code).inc()
             failed = True
         else:
             failed = attempt.status >= 500

@@ -20,40 +20,47 @@ from tolk.compat import deepl, libretranslate
 from tolk.compat.dispatch import ApiDispatch
 from tolk.compat.documents import DocumentStore
 from tolk.config import TolkConfig
-from tolk.engine import EngineMetrics, ModelPool
+from tolk.engine import EngineMetrics, ModelEngine, ModelPool, lineage
+from tolk.engine.supervisor import RestartPolicy, Supervisor
 from tolk.keys import SYNC_SECONDS, KeyStore
 from tolk.server import web
 from tolk.server.access import Access
 from tolk.server.calls import Calls
 from tolk.server.errors import install_error_handlers
 from tolk.server.lifecycle import Lifecycle
-from tolk.server.metrics import CONCURRENCY_SAMPLE_INTERVAL, ServiceMetrics
-from tolk.server.middleware import BodySizeLimit, RequestAccounting
+from tolk.server.metrics import CONCURRENCY_SAMPLE_INTERVAL, LOOP_SAMPLE_INTERVAL, ServiceMetrics
+from tolk.server.middleware import BodySizeLimit, BodyTimeout, RequestAccounting, Shedding
 from tolk.server.routes import router
 from tolk.translation import Limits, Translator
 from tolk.translation.service import NamedGlossary
 
 log = logging.getLogger("tolk.server")
 
-ENGINE_CHECK_INTERVAL = 1.0
 
+def supervise(
+    pool: ModelPool,
+    config: TolkConfig,
+    engine_metrics: EngineMetrics,
+    metrics: ServiceMetrics,
+    lifecycle: Lifecycle,
+) -> Supervisor:
+    """Restart dead engines; give the whole server up (drain, exit 3) on one that keeps dying."""
+    s = config.server
 
-async def watch_engines(pool: ModelPool, metrics: ServiceMetrics) -> None:
-    """Notice an engine dying between requests: log it once and export tolk_engine_up."""
-    reported: set[str] = set()
-    while True:
-        for engine in pool.engines:
-            alive = engine.alive
-            metrics.engine_up.labels(engine.name).set(1 if alive else 0)
-            if not alive and engine.name not in reported:
-                reported.add(engine.name)
-                log.error(
-                    "the vLLM engine for model '%s' has died (its EngineCore process exited or "
-                    "failed); /ready now answers 503 and requests for this model get 503 "
-                    "'engine_unavailable' until tolk is restarted",
-                    engine.name,
-                )
-        await asyncio.sleep(ENGINE_CHECK_INTERVAL)
+    def give_up(engine: ModelEngine) -> None:
+        lifecycle.give_up(
+            f"the engine for model '{engine.name}' died again after {s.max_restarts} "
+            f"restart(s) within {s.restart_window:g} s"
+        )
+
+    return Supervisor(
+        pool,
+        engine_metrics,
+        RestartPolicy(s.max_restarts, s.restart_window, s.restart_backoff, s.restart_backoff_max),
+        on_state=lambda engine: metrics.engine(engine.name, engine.state),
+        on_restart=lambda engine: metrics.engine_restarts.labels(engine.name).inc(),
+        on_give_up=give_up,
+    )
 
 
 async def sample_concurrency(pool: ModelPool, metrics: ServiceMetrics) -> None:
@@ -64,6 +71,17 @@ async def sample_concurrency(pool: ModelPool, metrics: ServiceMetrics) -> None:
         for engine in pool.engines:
             histograms[engine.name].observe(engine.in_flight)
         await asyncio.sleep(CONCURRENCY_SAMPLE_INTERVAL)
+
+
+async def watch_loop(metrics: ServiceMetrics) -> None:
+    """Sample the event loop's lag: a sleep of LOOP_SAMPLE_INTERVAL that wakes late was held
+    up by work that did not yield (tolk_event_loop_stall_seconds)."""
+    loop = asyncio.get_running_loop()
+    stalls = metrics.loop_stall
+    while True:
+        began = loop.time()
+        await asyncio.sleep(LOOP_SAMPLE_INTERVAL)
+        stalls.observe(max(0.0, loop.time() - began - LOOP_SAMPLE_INTERVAL))
 
 
 async def sync_store(store: KeyStore) -> None:
@@ -88,6 +106,8 @@ def create_app(config: TolkConfig) -> FastAPI:
     @contextlib.asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         begun = time.monotonic()
+        # Engines started from here on die with this process, however it ends.
+        lineage.bind_engines_to_this_process()
         pool = ModelPool.start(config.models, engine_metrics)
         app.state.pool = pool
         glossaries = {
@@ -115,10 +135,12 @@ def create_app(config: TolkConfig) -> FastAPI:
         )
         app.state.translator = translator
         app.state.calls = Calls(config, translator, lifecycle, metrics, access)
+        supervisor = supervise(pool, config, engine_metrics, metrics, lifecycle)
         background = [
-            asyncio.create_task(watch_engines(pool, metrics)),
+            asyncio.create_task(supervisor.run()),
             asyncio.create_task(sample_concurrency(pool, metrics)),
             asyncio.create_task(sync_store(store)),
+            asyncio.create_task(watch_loop(metrics)),
         ]
         languages.warm(t for e in pool.engines for t in e.settings.coverage.tags())
         # Everything allocated so far (vLLM, torch, transformers, the tokenizers) lives as long
@@ -140,6 +162,7 @@ def create_app(config: TolkConfig) -> FastAPI:
             await asyncio.gather(*background, return_exceptions=True)
             await documents.close()
             pool.shutdown()
+            supervisor.close()
             store.sync()  # the last usage counts
             store.close()
             log.info("engines shut down")
@@ -167,6 +190,8 @@ def create_app(config: TolkConfig) -> FastAPI:
         max_bytes=int(config.server.max_body_bytes),
         per_path=dict.fromkeys(("/translate/file", "/v2/document", "/translate_file"), file_bytes),
     )
+    app.add_middleware(Shedding, metrics=metrics)
     app.add_middleware(ApiDispatch, max_peek=int(config.server.max_body_bytes))
+    app.add_middleware(BodyTimeout, seconds=config.server.body_timeout)
     app.add_middleware(RequestAccounting, metrics=metrics)
     return app

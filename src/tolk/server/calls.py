@@ -72,9 +72,18 @@ class Calls:
         charged: Callable[[T], int] | None = None,
     ) -> T | None:
         """`work()` admitted and guarded; None when the client went away. Usage is counted
-        for work that succeeded: `charged(result)` characters, or `characters`."""
-        self.admit(caller, characters)
-        result = await self.guarded(request, work())
+        for work that succeeded: `charged(result)` characters, or `characters`.
+
+        A server at capacity refuses here, before the caller's rate is spent and before
+        any per-text work (ModelPool.shed); the work itself is then admitted exactly."""
+        self.lifecycle.refuse_if_draining()
+        try:
+            with self.translator.pool.shed():
+                self.access.admit(caller, characters)
+                result = await self.guarded(request, work())
+        except Overloaded as exc:
+            self.metrics.rejections.labels(str(exc.details.get("model", ""))).inc()
+            raise
         if result is not None:
             self.access.record(caller, charged(result) if charged else characters)
         return result
@@ -82,9 +91,6 @@ class Calls:
     async def guarded(self, request: Request, work: Coroutine[Any, Any, T]) -> T | None:
         try:
             return await self.lifecycle.guard(request, work)
-        except Overloaded as exc:
-            self.metrics.rejections.labels(str(exc.details.get("model", ""))).inc()
-            raise
         except ClientDisconnected:
             return None
 

@@ -23,6 +23,7 @@ log = logging.getLogger("tolk.server")
 _HTTP_CODES = {
     404: "not_found",
     405: "method_not_allowed",
+    408: "request_timeout",
     413: "payload_too_large",
     415: "unsupported_media_type",
 }

@@ -24,10 +24,18 @@ T = TypeVar("T")
 log = logging.getLogger("tolk.server")
 
 
+# The exit status of a server that gave up on a model whose engine kept dying (after
+# draining): its supervisor should start a fresh process.
+EXIT_ENGINE_FAILED = 3
+
+
 class Lifecycle:
     def __init__(self, grace: float) -> None:
         self.grace = grace
         self.draining = False
+        # Why this server gave up (its /health then answers 503 and it exits after draining)
+        self.failed: str | None = None
+        self.running = 0  # requests inside guard(): what a drain waits for
         self.grace_over = asyncio.Event()
         self._timer: asyncio.TimerHandle | None = None
 
@@ -37,6 +45,22 @@ class Lifecycle:
         self.draining = True
         log.info("draining: refusing new requests, %.0f s for in-flight ones", self.grace)
         self._timer = asyncio.get_running_loop().call_later(self.grace, self.grace_over.set)
+
+    def give_up(self, reason: str) -> None:
+        """Stop for good: refuse new work, drain, then exit with EXIT_ENGINE_FAILED. The
+        server keeps listening while it drains, so that probes and proxies see /health and
+        /ready answer 503 and clients get JSON refusals rather than refused connections."""
+        if self.failed is None:
+            self.failed = reason
+        self.begin_drain()
+
+    @property
+    def exit_due(self) -> bool:
+        """Whether a server that gave up has drained (or its grace period has run out)."""
+        return self.failed is not None and (self.running == 0 or self.grace_over.is_set())
+
+    def _finished(self, _task: asyncio.Future[Any]) -> None:
+        self.running -= 1
 
     def refuse_if_draining(self) -> None:
         if self.draining:
@@ -48,6 +72,8 @@ class Lifecycle:
         """Run `work`; cancel it (which aborts its engine requests) if the client disconnects
         or the shutdown grace period ends first."""
         task = asyncio.ensure_future(work)
+        self.running += 1
+        task.add_done_callback(self._finished)
         disconnect = asyncio.ensure_future(wait_for_disconnect(request))
         grace_over = asyncio.ensure_future(self.grace_over.wait())
         try:

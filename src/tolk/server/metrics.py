@@ -15,6 +15,9 @@ OVERHEAD_BUCKETS = (0.0002, 0.0005, 0.001, 0.002, 0.005, 0.01, 0.025, 0.05, 0.1,
 # Fine at small counts, where the right max_num_seqs is decided.
 CONCURRENCY_BUCKETS = (0, 1, 2, 3, 4, 6, 8, 12, 16, 20, 24, 32, 48, 64, 96, 128, 192, 256, 512)
 CONCURRENCY_SAMPLE_INTERVAL = 0.1
+LOOP_SAMPLE_INTERVAL = 0.01
+STALL_BUCKETS = (0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.25, 0.5, 1, 2.5)
+ENGINE_STATES = ("ready", "dead", "restarting", "failed")
 LENGTH_BUCKETS = (8, 16, 24, 32, 48, 64, 96, 128, 160, 200, 256, 384, 512, 768, 1024, 2048, 4096)
 
 
@@ -87,6 +90,27 @@ class ServiceMetrics:
         self.engine_up = Gauge(
             "tolk_engine_up", "1 while the model's engine is alive, else 0.", ["model"], registry=r
         )
+        self.engine_state = Gauge(
+            "tolk_engine_state",
+            "1 for the state the model's engine is in (ready, dead, restarting, failed), "
+            "0 for the others.",
+            ["model", "state"],
+            registry=r,
+        )
+        self.engine_restarts = Counter(
+            "tolk_engine_restarts",
+            "Restarts of the model's engine after it died.",
+            ["model"],
+            registry=r,
+        )
+        self.loop_stall = Histogram(
+            "tolk_event_loop_stall_seconds",
+            f"How late the event loop woke a {LOOP_SAMPLE_INTERVAL * 1000:g} ms sleep, sampled "
+            "continuously: the longest time one piece of work held the loop (every other "
+            "request waits that long).",
+            buckets=STALL_BUCKETS,
+            registry=r,
+        )
         self.own = (
             self.requests,
             self.latency,
@@ -99,11 +123,20 @@ class ServiceMetrics:
             self.output_tokens,
             self.rejections,
             self.engine_up,
+            self.engine_state,
+            self.engine_restarts,
+            self.loop_stall,
         )
         self.engine_metrics = engine_metrics
         r.register(engine_metrics)
         self.gpu = gpu if gpu is not None else GpuCollector()
         r.register(self.gpu)
+
+    def engine(self, model: str, state: str) -> None:
+        """Export an engine's state."""
+        self.engine_up.labels(model).set(1 if state == "ready" else 0)
+        for each in ENGINE_STATES:
+            self.engine_state.labels(model, each).set(1 if each == state else 0)
 
     def exposition(self, names: Collection[str] = ()) -> bytes:
         """Prometheus text; with `names` only those families (`/metrics?name[]=...`, as

@@ -6,6 +6,7 @@ untouched and a client disconnect still reaches the handler as `http.disconnect`
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import time
 import uuid
@@ -60,7 +61,7 @@ class RequestAccounting:
         finally:
             in_flight.dec()
             route = scope.get("route")
-            route_label = getattr(route, "path", route_label)
+            route_label = getattr(route, "path", state.get("route_path", route_label))
             elapsed = time.perf_counter() - started
             self.metrics.requests.labels(route_label, str(status)).inc()
             self.metrics.latency.labels(route_label).observe(elapsed)
@@ -69,6 +70,56 @@ class RequestAccounting:
                 self.metrics.overhead.labels(state["model"]).observe(
                     max(0.0, elapsed - engine_seconds)
                 )
+
+
+# The requests that translate (each API's), which a server at capacity refuses on sight.
+TRANSLATING_PATHS = frozenset(
+    {
+        "/translate",
+        "/translate/file",
+        "/v2/translate",
+        "/v2/document",
+        "/libretranslate/translate",
+        "/translate_file",
+    }
+)
+
+
+class Shedding:
+    """The cheapest refusal: while the server holds as many requests as it admits
+    (ModelPool.shed's count), a new translation request is answered 503 `overloaded` here,
+    before its body is parsed, validated or routed; under a burst most of the excess is
+    refused at a fraction of a millisecond each. The count itself, and the exact per-model
+    admission, stay in the service (Calls.run), which every API's handler goes through.
+    Inside ApiDispatch, so that each API's clients get their own error shape."""
+
+    def __init__(self, app: ASGIApp, metrics: ServiceMetrics) -> None:
+        self.app = app
+        self.metrics = metrics
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if (
+            scope["type"] == "http"
+            and scope["method"] == "POST"
+            and scope["path"] in TRANSLATING_PATHS
+        ):
+            pool = getattr(scope["app"].state, "pool", None)
+            if pool is not None and pool.full:
+                scope["state"]["route_path"] = scope["path"]  # the route label of its metrics
+                exc = pool.overloaded()
+                self.metrics.rejections.labels(str(exc.details["model"])).inc()
+                refusal = error_response(
+                    exc.status,
+                    exc.code,
+                    exc.message,
+                    request_id=scope.get("state", {}).get("request_id"),
+                    retry_after=exc.retry_after,
+                    api=api_of(scope),
+                    **exc.details,
+                )
+                await refusal(scope, receive, send)
+                return
+        await self.app(scope, receive, send)
 
 
 class BodySizeLimit:
@@ -141,6 +192,69 @@ class _BodyTooLarge(StarletteHTTPException):
         )
 
 
+class BodyTimeout:
+    """A request body must arrive within `seconds` (all of it): a client that sends it byte
+    by byte, or stops half-way, gets 408 and its connection closed, instead of holding a
+    connection and a handler forever (uvicorn has no such timeout of its own)."""
+
+    def __init__(self, app: ASGIApp, seconds: float) -> None:
+        self.app = app
+        self.seconds = seconds
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        loop = asyncio.get_running_loop()
+        end = loop.time() + self.seconds
+        complete = False
+        response_started = False
+
+        async def timed_receive() -> Message:
+            nonlocal complete
+            if complete:  # the body is in; what follows is the wait for a disconnect
+                return await receive()
+            try:
+                async with asyncio.timeout_at(end):
+                    message = await receive()
+            except TimeoutError:
+                raise _BodyTooSlow(self.seconds) from None
+            if message["type"] != "http.request" or not message.get("more_body", False):
+                complete = True
+            return message
+
+        async def tracking_send(message: Message) -> None:
+            nonlocal response_started
+            if message["type"] == "http.response.start":
+                response_started = True
+            await send(message)
+
+        try:
+            await self.app(scope, timed_receive, tracking_send)
+        except _BodyTooSlow as exc:
+            if not response_started:
+                await error_response(
+                    408,
+                    "request_timeout",
+                    str(exc.detail),
+                    request_id=scope.get("state", {}).get("request_id"),
+                    headers={"Connection": "close"},
+                    api=api_of(scope),
+                )(scope, receive, send)
+
+
+class _BodyTooSlow(StarletteHTTPException):
+    """An HTTPException so that FastAPI's body parsing lets it through."""
+
+    def __init__(self, seconds: float) -> None:
+        super().__init__(
+            408,
+            f"the request body did not arrive within {seconds:g} s; send it at once "
+            "(this server's server.body_timeout)",
+            headers={"Connection": "close"},
+        )
+
+
 class RedactQuery(logging.Filter):
     """Access log lines without query strings: keys (`api_key`, `auth_key`) and texts (`q`)
     travel there, and neither is ever logged."""
@@ -160,3 +274,31 @@ def _header(scope: Scope, name: bytes) -> str | None:
         if key == name:
             return str(value.decode("latin-1"))
     return None
+
+
+def refuse_connections_in_json(limit: int) -> None:
+    """Past `limit_concurrency` connections uvicorn answers with its own plain-text 503
+    before the app sees the request; this makes that answer tolk's JSON error (with the
+    code a proxy or client retries on). uvicorn offers no hook for that response, so the
+    function both HTTP protocols call is replaced; it must stay a cheap, fixed reply."""
+    from uvicorn.protocols.http import h11_impl, httptools_impl
+
+    message = (
+        f"this server has {limit} connections open, its limit (server.max_connections); "
+        "retry shortly or on another server"
+    )
+
+    async def refuse(scope: Scope, receive: Receive, send: Send) -> None:
+        request_id = _header(scope, b"x-request-id") or uuid.uuid4().hex
+        refusal = error_response(
+            503,
+            "overloaded",
+            message,
+            request_id=request_id,
+            retry_after=1.0,
+            headers={"Connection": "close", "X-Request-ID": request_id},
+        )
+        await refusal(scope, receive, send)
+
+    for module in (h11_impl, httptools_impl):
+        setattr(module, "service_unavailable", refuse)  # noqa: B010 - not exported there

@@ -322,19 +322,36 @@ async def models(pool: PoolDep) -> LanguagesResponse:
     )
 
 
-@router.get("/health", response_model=HealthResponse, summary="The process is alive")
-async def health() -> HealthResponse:
-    return HealthResponse(status="ok")
+@router.get(
+    "/health",
+    response_model=HealthResponse,
+    responses={503: ERROR_RESPONSES[503]},
+    summary="The process is alive and not giving up (wire the liveness probe here)",
+    description="503 `engine_failed` once a model's engine died more often than "
+    "`server.max_restarts` allows: the server then drains and exits with status 3. An engine "
+    "that is restarting does not fail this check (see /ready).",
+)
+async def health(request: Request, lifecycle: LifecycleDep) -> Response:
+    if lifecycle.failed is not None:
+        return error_response(
+            503,
+            "engine_failed",
+            f"this server gave up: {lifecycle.failed}; it exits once drained, for its "
+            "supervisor to start a fresh one",
+            request_id=request_id_of(request),
+        )
+    return JSONResponse(HealthResponse(status="ok").model_dump())
 
 
 @router.get(
     "/ready",
     response_model=ReadyResponse,
     responses={503: ERROR_RESPONSES[503]},
-    summary="Every engine is loaded and healthy, and the server is not draining",
+    summary="Every engine is loaded and healthy, and the server is not draining "
+    "(wire the readiness probe here)",
 )
 async def ready(request: Request, pool: PoolDep, lifecycle: LifecycleDep) -> JSONResponse:
-    models = {e.name: ("ready" if e.alive else "dead") for e in pool.engines}
+    models = {e.name: e.state for e in pool.engines}
     if lifecycle.draining:
         return error_response(
             503,
@@ -343,12 +360,14 @@ async def ready(request: Request, pool: PoolDep, lifecycle: LifecycleDep) -> JSO
             request_id=request_id_of(request),
             models=models,
         )
-    dead = [name for name, state in models.items() if state != "ready"]
-    if dead:
+    down = {name: state for name, state in models.items() if state != "ready"}
+    if down:
+        restarting = all(state == "restarting" for state in down.values())
         return error_response(
             503,
-            "engine_unavailable",
-            f"the engine for {', '.join(repr(d) for d in dead)} has stopped; restart this server",
+            "engine_restarting" if restarting else "engine_unavailable",
+            "not every engine serves: "
+            + ", ".join(f"model '{name}' is {state}" for name, state in down.items()),
             request_id=request_id_of(request),
             models=models,
         )
