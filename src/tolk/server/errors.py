@@ -111,7 +111,10 @@ _UNION_TAGS = {"str", "int", "float", "bool", "list", "dict", "none"}
 
 
 def _field(loc: tuple[int | str, ...] | list[int | str]) -> str:
-    """'text[1]' from ('body', 'text', 'list[str]', 1): no 'body', no union-member tags."""
+    """'text[1]' from ('body', 'text', 'list[str]', 1): no 'body', no union-member tags;
+    'header x-request-timeout' from ('header', 'x-request-timeout')."""
+    if len(loc) >= 2 and loc[0] in ("header", "query", "path", "cookie"):
+        return f"{loc[0]} {loc[1]}"
     out = ""
     for part in (str(p) for p in loc if p != "body"):
         if "[" in part or part in _UNION_TAGS:
@@ -149,10 +152,11 @@ async def _validation_error(request: Request, exc: Exception) -> JSONResponse:
     assert isinstance(exc, RequestValidationError)
     problems = _problems(exc.errors())
     summary = "; ".join(f"{p['field']}: {p['message']}" for p in problems[:5])
+    in_body = all(e["loc"] and e["loc"][0] == "body" for e in exc.errors())
     return error_response(
         422,
         "invalid_request",
-        f"the request body is not valid: {summary}",
+        f"the request {'body ' if in_body else ''}is not valid: {summary}",
         request_id=request_id_of(request),
         api=api_of(request.scope),
         problems=problems,

@@ -9,7 +9,7 @@ from pathlib import PurePath
 from typing import Annotated, Any, TypeVar
 
 from fastapi import APIRouter, Depends, File, Form, Header, Query, Request, Response, UploadFile
-from fastapi.responses import JSONResponse, StreamingResponse
+from fastapi.responses import JSONResponse, PlainTextResponse, StreamingResponse
 from prometheus_client import CONTENT_TYPE_LATEST
 from starlette.datastructures import MutableHeaders
 
@@ -374,7 +374,12 @@ async def ready(request: Request, pool: PoolDep, lifecycle: LifecycleDep) -> JSO
     return JSONResponse(ReadyResponse(status="ready", models=models).model_dump())
 
 
-@router.get("/metrics", summary="Prometheus metrics: tolk_* and every model's vllm:*")
+@router.get(
+    "/metrics",
+    summary="Prometheus metrics: tolk_* and every model's vllm:*",
+    response_class=PlainTextResponse,
+    responses={200: {"content": {"text/plain": {"schema": {"type": "string"}}}}},
+)
 async def metrics_endpoint(
     metrics: MetricsDep,
     names: Annotated[
