@@ -449,3 +449,34 @@ def overload_command(
         )
 
     measured("overload", out, start, overload.table, overload.write)
+
+
+@app.command("soak")
+def soak_command(
+    url: Annotated[str, typer.Option(help="The tolk server to soak.")],
+    pid: Annotated[int, typer.Option(help="The server's process id (its RSS is sampled).")],
+    concurrency: Annotated[
+        int, typer.Option(help="Concurrent clients: 2x the server's capacity overloads it.")
+    ] = 160,
+    minutes: Annotated[float, typer.Option(help="How long.")] = 10.0,
+    interval: Annotated[float, typer.Option(help="Seconds between RSS samples.")] = 5.0,
+    workload: WorkloadOption = "variable",
+    items: ItemsOption = 200,
+    seed: SeedOption = 0,
+    out: OutOption = None,
+) -> None:
+    """A long overload; the RSS of the server and its engine processes over time."""
+    from tolk.bench import soak
+
+    async def start(out_dir: Path, progress: Progress) -> dict[str, Any]:
+        return await soak.measure(
+            url,
+            pid,
+            load(workload, items, seed),
+            concurrency,
+            minutes,
+            interval,
+            progress=progress.console.log,
+        )
+
+    measured("soak", out, start, soak.table, soak.write)
