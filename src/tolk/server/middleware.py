@@ -10,6 +10,7 @@ import asyncio
 import logging
 import time
 import uuid
+from collections.abc import Callable
 from typing import Any
 
 from starlette.exceptions import HTTPException as StarletteHTTPException
@@ -122,6 +123,33 @@ class Shedding:
         await self.app(scope, receive, send)
 
 
+async def answer_failure(
+    app: ASGIApp,
+    scope: Scope,
+    receive: Receive,
+    send: Send,
+    failure: type[StarletteHTTPException],
+    answer: Callable[[Any], ASGIApp],
+    app_receive: Receive,
+) -> None:
+    """Run `app` reading through `app_receive`; a `failure` it raises before its response
+    has started is answered with `answer(exc)` (after that, the client has a response under
+    way and keeps it)."""
+    started = False
+
+    async def tracking_send(message: Message) -> None:
+        nonlocal started
+        if message["type"] == "http.response.start":
+            started = True
+        await send(message)
+
+    try:
+        await app(scope, app_receive, tracking_send)
+    except failure as exc:
+        if not started:
+            await answer(exc)(scope, receive, send)
+
+
 class BodySizeLimit:
     """Refuse bodies over `max_bytes` with 413: by Content-Length before reading anything,
     and for chunked bodies as soon as the running total passes the limit."""
@@ -156,7 +184,6 @@ class BodySizeLimit:
             return
 
         received = 0
-        response_started = False
 
         async def limited_receive() -> Message:
             nonlocal received
@@ -167,17 +194,10 @@ class BodySizeLimit:
                     raise _BodyTooLarge(limit)
             return message
 
-        async def tracking_send(message: Message) -> None:
-            nonlocal response_started
-            if message["type"] == "http.response.start":
-                response_started = True
-            await send(message)
-
-        try:
-            await self.app(scope, limited_receive, tracking_send)
-        except _BodyTooLarge:
-            if not response_started:
-                await self._too_large(scope, limit)(scope, receive, send)
+        await answer_failure(
+            self.app, scope, receive, send, _BodyTooLarge,
+            lambda _: self._too_large(scope, limit), app_receive=limited_receive,
+        )  # fmt: skip
 
 
 class _BodyTooLarge(StarletteHTTPException):
@@ -208,7 +228,6 @@ class BodyTimeout:
         loop = asyncio.get_running_loop()
         end = loop.time() + self.seconds
         complete = False
-        response_started = False
 
         async def timed_receive() -> Message:
             nonlocal complete
@@ -223,24 +242,18 @@ class BodyTimeout:
                 complete = True
             return message
 
-        async def tracking_send(message: Message) -> None:
-            nonlocal response_started
-            if message["type"] == "http.response.start":
-                response_started = True
-            await send(message)
-
-        try:
-            await self.app(scope, timed_receive, tracking_send)
-        except _BodyTooSlow as exc:
-            if not response_started:
-                await error_response(
-                    408,
-                    "request_timeout",
-                    str(exc.detail),
-                    request_id=scope.get("state", {}).get("request_id"),
-                    headers={"Connection": "close"},
-                    api=api_of(scope),
-                )(scope, receive, send)
+        await answer_failure(
+            self.app, scope, receive, send, _BodyTooSlow,
+            lambda exc: error_response(
+                408,
+                "request_timeout",
+                str(exc.detail),
+                request_id=scope.get("state", {}).get("request_id"),
+                headers={"Connection": "close"},
+                api=api_of(scope),
+            ),
+            app_receive=timed_receive,
+        )  # fmt: skip
 
 
 class _BodyTooSlow(StarletteHTTPException):
