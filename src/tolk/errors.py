@@ -13,12 +13,14 @@ from typing import Any
 class TolkError(Exception):
     code = "internal_error"
     status = 500
-    retry_after: float | None = None
+    retry_after: float | None = None  # seconds a client should wait (Retry-After)
 
-    def __init__(self, message: str, **details: Any) -> None:
+    def __init__(self, message: str, *, retry_after: float | None = None, **details: Any) -> None:
         super().__init__(message)
         self.message = message
         self.details = details
+        if retry_after is not None:
+            self.retry_after = retry_after
 
 
 class InvalidRequest(TolkError):
@@ -57,10 +59,7 @@ class PayloadTooLarge(TolkError):
 class Overloaded(TolkError):
     code = "overloaded"
     status = 503
-
-    def __init__(self, message: str, retry_after: float = 1.0, **details: Any) -> None:
-        super().__init__(message, **details)
-        self.retry_after = retry_after
+    retry_after = 1.0
 
 
 class EngineUnavailable(TolkError):
@@ -69,20 +68,13 @@ class EngineUnavailable(TolkError):
     code = "engine_unavailable"
     status = 503
 
-    def __init__(self, message: str, retry_after: float | None = None, **details: Any) -> None:
-        super().__init__(message, **details)
-        self.retry_after = retry_after
-
 
 class EngineRestarting(TolkError):
     """The model's engine died and is being started again; retry after `retry_after`."""
 
     code = "engine_restarting"
     status = 503
-
-    def __init__(self, message: str, retry_after: float = 1.0, **details: Any) -> None:
-        super().__init__(message, **details)
-        self.retry_after = retry_after
+    retry_after = 1.0
 
 
 class ShuttingDown(TolkError):
@@ -109,10 +101,7 @@ class InvalidKey(TolkError):
 class RateLimited(TolkError):
     code = "rate_limited"
     status = 429
-
-    def __init__(self, message: str, retry_after: float = 1.0, **details: Any) -> None:
-        super().__init__(message, **details)
-        self.retry_after = retry_after
+    retry_after = 1.0
 
 
 class QuotaExceeded(TolkError):
