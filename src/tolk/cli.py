@@ -118,7 +118,8 @@ def run_server(settings: TolkConfig) -> None:
         async def on_tick(self, counter: int) -> bool:
             # A server that gave up on an engine (lifecycle.give_up) stops like on SIGTERM,
             # once it has drained.
-            return lifecycle.exit_due or await super().on_tick(counter)
+            inside = application.state.pool.requests_inside
+            return lifecycle.exit_due(inside) or await super().on_tick(counter)
 
         async def shutdown(self, sockets: Any = None) -> None:
             # uvicorn stops accepting and waits for open requests; tolk also refuses new

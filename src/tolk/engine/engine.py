@@ -171,7 +171,9 @@ def build_llm(
 class ModelEngine:
     """A configured model and the AsyncLLM that serves it."""
 
-    def __init__(self, settings: ModelSettings, llm: Any) -> None:
+    def __init__(
+        self, settings: ModelSettings, llm: Any, start_seconds: float = 0.0, models_sharing: int = 1
+    ) -> None:
         self.settings = settings
         self.name = settings.name
         self._llm = llm
@@ -183,9 +185,10 @@ class ModelEngine:
         e = settings.engine
         self.admission = Admission(e.max_num_seqs + e.max_waiting, batch=e.max_num_seqs)
         self._state: EngineState = "ready"
-        self.start_seconds = 0.0  # how long its last start took: the restart estimate
+        self.start_seconds = start_seconds  # how long its last start took: a restart's estimate
+        self.models_sharing = models_sharing  # models on the same GPU (its memory share)
         self.expected_ready = 0.0
-        self.models_sharing = 1
+        self.restarts = 0
 
     @classmethod
     def start(
@@ -193,10 +196,7 @@ class ModelEngine:
     ) -> ModelEngine:
         """Start the engine (blocks for the engine's start-up, ~15-25 s on CPU)."""
         llm, seconds = build_llm(settings, metrics, models_sharing=models_sharing)
-        engine = cls(settings, llm)
-        engine.start_seconds = seconds
-        engine.models_sharing = models_sharing
-        return engine
+        return cls(settings, llm, seconds, models_sharing)
 
     @property
     def state(self) -> EngineState:
@@ -210,6 +210,7 @@ class ModelEngine:
         (`expected_ready`: a time.monotonic() estimate)."""
         self._state = "restarting"
         self.expected_ready = expected_ready
+        self.restarts += 1
 
     def mark_failed(self) -> None:
         self._state = "failed"
@@ -219,13 +220,6 @@ class ModelEngine:
         self._llm = llm
         self.start_seconds = seconds
         self._state = "ready"
-
-    def shutdown_dead(self) -> None:
-        """Release what a dead engine still holds (its sockets, its surviving processes)."""
-        try:
-            self._llm.shutdown()
-        except Exception:
-            log.exception("error while cleaning up the dead engine of model '%s'", self.name)
 
     @property
     def alive(self) -> bool:
@@ -336,5 +330,10 @@ class ModelEngine:
         return True
 
     def shutdown(self) -> None:
+        """Stop the engine, or release what a dead one still holds (its sockets, its surviving
+        processes); an error doing so is logged, never raised."""
         log.info("shutting down engine for model '%s'", self.name)
-        self._llm.shutdown()
+        try:
+            self._llm.shutdown()
+        except Exception:
+            log.exception("error while shutting down the engine for model '%s'", self.name)

@@ -5,14 +5,14 @@ from __future__ import annotations
 import contextlib
 import functools
 import logging
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 from tolk.config import ModelSettings
 from tolk.engine.engine import ModelEngine
 from tolk.engine.metrics import EngineMetrics
 from tolk.errors import Overloaded, UnknownModel, UnsupportedLanguagePair
-from tolk.languages import serves
+from tolk.languages import Pair, serves
 
 log = logging.getLogger("tolk.engine")
 
@@ -35,9 +35,7 @@ class ModelPool:
         return self.requests_inside >= self.capacity
 
     def overloaded(self) -> Overloaded:
-        """The refusal of the cheap check (counted as a refusal by every model)."""
-        for engine in self.engines:
-            engine.admission.refused += 1
+        """The refusal of the cheap check."""
         return Overloaded(
             f"this server is at capacity ({self.capacity} requests being translated by "
             f"model(s) {', '.join(e.name for e in self.engines)}); retry shortly or on "
@@ -103,17 +101,17 @@ class ModelPool:
     @functools.cached_property
     def sources(self) -> tuple[str, ...]:
         """The tags some model translates from, in configuration order."""
-        tags: dict[str, None] = {}
-        for coverage in (e.settings.coverage for e in self.engines):
-            tags |= dict.fromkeys((*coverage.languages, *(p.source for p in coverage.pairs)))
-        return tuple(tags)
+        return self._tags(lambda pair: pair.source)
 
     @functools.cached_property
     def targets(self) -> tuple[str, ...]:
         """The tags some model translates into, in configuration order."""
+        return self._tags(lambda pair: pair.target)
+
+    def _tags(self, side: Callable[[Pair], str]) -> tuple[str, ...]:
         tags: dict[str, None] = {}
         for coverage in (e.settings.coverage for e in self.engines):
-            tags |= dict.fromkeys((*coverage.languages, *(p.target for p in coverage.pairs)))
+            tags |= dict.fromkeys((*coverage.languages, *map(side, coverage.pairs)))
         return tuple(tags)
 
     def takes_source(self, tag: str) -> bool:
@@ -131,7 +129,4 @@ class ModelPool:
 
     def shutdown(self) -> None:
         for engine in self.engines:
-            try:
-                engine.shutdown()
-            except Exception:
-                log.exception("error while shutting down the engine for model '%s'", engine.name)
+            engine.shutdown()

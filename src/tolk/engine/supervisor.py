@@ -86,16 +86,12 @@ class Supervisor:
         pool: ModelPool,
         metrics: EngineMetrics,
         policy: RestartPolicy,
-        on_state: Callable[[ModelEngine], None],
-        on_restart: Callable[[ModelEngine], None],
         on_give_up: Callable[[ModelEngine], None],
         starter: Starter | None = None,
     ) -> None:
         self.pool = pool
         self.metrics = metrics
         self.policy = policy
-        self.on_state = on_state
-        self.on_restart = on_restart
         self.on_give_up = on_give_up
         self.starter = starter or Starter()
         self.restarts: dict[str, collections.deque[float]] = {
@@ -104,19 +100,20 @@ class Supervisor:
 
     async def run(self) -> None:
         """Watch until cancelled; each dead engine is handled by a task of its own."""
-        handling: dict[str, asyncio.Task[None]] = {}
+        recovering: set[asyncio.Task[None]] = set()
         try:
             while True:
                 for engine in self.pool.engines:
-                    self.on_state(engine)
-                    task = handling.get(engine.name)
-                    if engine.state == "dead" and (task is None or task.done()):
-                        handling[engine.name] = asyncio.create_task(self._recover(engine))
+                    # A recovery moves the engine out of "dead" in its first step.
+                    if engine.state == "dead":
+                        task = asyncio.create_task(self._recover(engine))
+                        recovering.add(task)
+                        task.add_done_callback(recovering.discard)
                 await asyncio.sleep(CHECK_INTERVAL)
         finally:
-            for task in handling.values():
+            for task in recovering:
                 task.cancel()
-            await asyncio.gather(*handling.values(), return_exceptions=True)
+            await asyncio.gather(*recovering, return_exceptions=True)
 
     def _recent(self, name: str) -> collections.deque[float]:
         recent = self.restarts[name]
@@ -144,15 +141,12 @@ class Supervisor:
                     self.policy.window,
                 )
                 engine.mark_failed()
-                self.on_state(engine)
-                await self.starter.call(engine.shutdown_dead)
+                await self.starter.call(engine.shutdown)
                 self.on_give_up(engine)
                 return
             delay = self.policy.delay(len(recent))
             recent.append(time.monotonic())
-            self.on_restart(engine)
             engine.mark_restarting(time.monotonic() + delay + max(engine.start_seconds, 1.0))
-            self.on_state(engine)
             log.warning(
                 "restarting the engine for model '%s' in %.1f s (restart %d of at most %d "
                 "within %.0f s); its requests get 503 'engine_restarting' meanwhile",
@@ -162,7 +156,7 @@ class Supervisor:
                 self.policy.max_restarts,
                 self.policy.window,
             )
-            await self.starter.call(engine.shutdown_dead)
+            await self.starter.call(engine.shutdown)
             await asyncio.sleep(delay)
             try:
                 llm, seconds = await self.starter.build(engine, self.metrics)
@@ -170,7 +164,6 @@ class Supervisor:
                 log.error("restart of model '%s' failed: %s", engine.name, exc)
                 continue
             engine.replace(llm, seconds)
-            self.on_state(engine)
             log.warning(
                 "the engine for model '%s' serves again (started in %.1f s)", engine.name, seconds
             )

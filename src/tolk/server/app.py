@@ -17,7 +17,7 @@ from fastapi.staticfiles import StaticFiles
 import tolk
 from tolk import languages
 from tolk.compat import deepl, libretranslate
-from tolk.compat.dispatch import ApiDispatch
+from tolk.compat.dispatch import FILE_PATHS, ApiDispatch
 from tolk.compat.documents import DocumentStore
 from tolk.config import TolkConfig
 from tolk.engine import EngineMetrics, ModelEngine, ModelPool, lineage
@@ -38,11 +38,7 @@ log = logging.getLogger("tolk.server")
 
 
 def supervise(
-    pool: ModelPool,
-    config: TolkConfig,
-    engine_metrics: EngineMetrics,
-    metrics: ServiceMetrics,
-    lifecycle: Lifecycle,
+    pool: ModelPool, config: TolkConfig, engine_metrics: EngineMetrics, lifecycle: Lifecycle
 ) -> Supervisor:
     """Restart dead engines; give the whole server up (drain, exit 3) on one that keeps dying."""
     s = config.server
@@ -57,8 +53,6 @@ def supervise(
         pool,
         engine_metrics,
         RestartPolicy(s.max_restarts, s.restart_window, s.restart_backoff, s.restart_backoff_max),
-        on_state=lambda engine: metrics.engine(engine.name, engine.state),
-        on_restart=lambda engine: metrics.engine_restarts.labels(engine.name).inc(),
         on_give_up=give_up,
     )
 
@@ -110,6 +104,7 @@ def create_app(config: TolkConfig) -> FastAPI:
         lineage.bind_engines_to_this_process()
         pool = ModelPool.start(config.models, engine_metrics)
         app.state.pool = pool
+        metrics.engines.engines = pool.engines
         glossaries = {
             name: NamedGlossary(g.source_lang, g.target_lang, g.entries)
             for name, g in config.glossaries.items()
@@ -135,7 +130,7 @@ def create_app(config: TolkConfig) -> FastAPI:
         )
         app.state.translator = translator
         app.state.calls = Calls(config, translator, lifecycle, metrics, access)
-        supervisor = supervise(pool, config, engine_metrics, metrics, lifecycle)
+        supervisor = supervise(pool, config, engine_metrics, lifecycle)
         background = [
             asyncio.create_task(supervisor.run()),
             asyncio.create_task(sample_concurrency(pool, metrics)),
@@ -188,7 +183,7 @@ def create_app(config: TolkConfig) -> FastAPI:
     app.add_middleware(
         BodySizeLimit,
         max_bytes=int(config.server.max_body_bytes),
-        per_path=dict.fromkeys(("/translate/file", "/v2/document", "/translate_file"), file_bytes),
+        per_path=dict.fromkeys(FILE_PATHS, file_bytes),
     )
     app.add_middleware(Shedding, metrics=metrics)
     app.add_middleware(ApiDispatch, max_peek=int(config.server.max_body_bytes))

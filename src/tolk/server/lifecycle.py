@@ -35,7 +35,6 @@ class Lifecycle:
         self.draining = False
         # Why this server gave up (its /health then answers 503 and it exits after draining)
         self.failed: str | None = None
-        self.running = 0  # requests inside guard(): what a drain waits for
         self.grace_over = asyncio.Event()
         self._timer: asyncio.TimerHandle | None = None
 
@@ -54,13 +53,10 @@ class Lifecycle:
             self.failed = reason
         self.begin_drain()
 
-    @property
-    def exit_due(self) -> bool:
-        """Whether a server that gave up has drained (or its grace period has run out)."""
-        return self.failed is not None and (self.running == 0 or self.grace_over.is_set())
-
-    def _finished(self, _task: asyncio.Future[Any]) -> None:
-        self.running -= 1
+    def exit_due(self, requests_inside: int) -> bool:
+        """Whether a server that gave up has drained (no request inside: ModelPool's count)
+        or its grace period has run out."""
+        return self.failed is not None and (requests_inside == 0 or self.grace_over.is_set())
 
     def refuse_if_draining(self) -> None:
         if self.draining:
@@ -72,8 +68,6 @@ class Lifecycle:
         """Run `work`; cancel it (which aborts its engine requests) if the client disconnects
         or the shutdown grace period ends first."""
         task = asyncio.ensure_future(work)
-        self.running += 1
-        task.add_done_callback(self._finished)
         disconnect = asyncio.ensure_future(wait_for_disconnect(request))
         grace_over = asyncio.ensure_future(self.grace_over.wait())
         try:

@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
-from collections.abc import Collection, Iterator
+from collections.abc import Collection, Iterator, Sequence
+from typing import get_args
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
-from prometheus_client.metrics_core import Metric
+from prometheus_client.metrics_core import CounterMetricFamily, GaugeMetricFamily, Metric
+from prometheus_client.registry import Collector
 
-from tolk.engine import EngineMetrics
+from tolk.engine import EngineMetrics, ModelEngine
+from tolk.engine.engine import EngineState
 from tolk.server.gpu import GpuCollector
 
 LATENCY_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 20, 30, 60, 120)
@@ -17,7 +20,6 @@ CONCURRENCY_BUCKETS = (0, 1, 2, 3, 4, 6, 8, 12, 16, 20, 24, 32, 48, 64, 96, 128,
 CONCURRENCY_SAMPLE_INTERVAL = 0.1
 LOOP_SAMPLE_INTERVAL = 0.01
 STALL_BUCKETS = (0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.25, 0.5, 1, 2.5)
-ENGINE_STATES = ("ready", "dead", "restarting", "failed")
 LENGTH_BUCKETS = (8, 16, 24, 32, 48, 64, 96, 128, 160, 200, 256, 384, 512, 768, 1024, 2048, 4096)
 
 
@@ -87,22 +89,8 @@ class ServiceMetrics:
             ["model"],
             registry=r,
         )
-        self.engine_up = Gauge(
-            "tolk_engine_up", "1 while the model's engine is alive, else 0.", ["model"], registry=r
-        )
-        self.engine_state = Gauge(
-            "tolk_engine_state",
-            "1 for the state the model's engine is in (ready, dead, restarting, failed), "
-            "0 for the others.",
-            ["model", "state"],
-            registry=r,
-        )
-        self.engine_restarts = Counter(
-            "tolk_engine_restarts",
-            "Restarts of the model's engine after it died.",
-            ["model"],
-            registry=r,
-        )
+        self.engines = EngineStates()
+        r.register(self.engines)
         self.loop_stall = Histogram(
             "tolk_event_loop_stall_seconds",
             f"How late the event loop woke a {LOOP_SAMPLE_INTERVAL * 1000:g} ms sleep, sampled "
@@ -122,21 +110,13 @@ class ServiceMetrics:
             self.source_tokens,
             self.output_tokens,
             self.rejections,
-            self.engine_up,
-            self.engine_state,
-            self.engine_restarts,
+            self.engines,
             self.loop_stall,
         )
         self.engine_metrics = engine_metrics
         r.register(engine_metrics)
         self.gpu = gpu if gpu is not None else GpuCollector()
         r.register(self.gpu)
-
-    def engine(self, model: str, state: str) -> None:
-        """Export an engine's state."""
-        self.engine_up.labels(model).set(1 if state == "ready" else 0)
-        for each in ENGINE_STATES:
-            self.engine_state.labels(model, each).set(1 if each == state else 0)
 
     def exposition(self, names: Collection[str] = ()) -> bytes:
         """Prometheus text; with `names` only those families (`/metrics?name[]=...`, as
@@ -145,6 +125,37 @@ class ServiceMetrics:
         if not names:
             return generate_latest(self.registry)
         return generate_latest(_Only(self, set(names)))
+
+
+class EngineStates(Collector):
+    """tolk_engine_up, tolk_engine_state and tolk_engine_restarts_total, read from the
+    engines when scraped (so they can never lag behind what the engines say)."""
+
+    def __init__(self) -> None:
+        self.engines: Sequence[ModelEngine] = ()  # set once the engines have started
+
+    def collect(self) -> Iterator[Metric]:
+        up = GaugeMetricFamily(
+            "tolk_engine_up", "1 while the model's engine is alive, else 0.", labels=["model"]
+        )
+        states = GaugeMetricFamily(
+            "tolk_engine_state",
+            "1 for the state the model's engine is in (ready, dead, restarting, failed), "
+            "0 for the others.",
+            labels=["model", "state"],
+        )
+        restarts = CounterMetricFamily(
+            "tolk_engine_restarts",
+            "Restarts of the model's engine after it died.",
+            labels=["model"],
+        )
+        for engine in self.engines:
+            now = engine.state
+            up.add_metric([engine.name], 1.0 if now == "ready" else 0.0)
+            for state in get_args(EngineState):
+                states.add_metric([engine.name, state], 1.0 if state == now else 0.0)
+            restarts.add_metric([engine.name], engine.restarts)
+        yield from (up, states, restarts)
 
 
 class _Only:
