@@ -100,6 +100,10 @@ def test_keys_are_stored_hashed_counted_and_revoked(tmp_path: Path) -> None:
     store.sync()
     assert store.lookup(secret) is None
     assert [k.name for k in other.all_keys(include_revoked=True)] == ["app"]
+    # Nothing written here or elsewhere since: the next sync reads nothing back.
+    keys_read = store._by_hash
+    store.sync()
+    assert store._by_hash is keys_read
 
 
 def test_access_without_keys_with_keys_and_requiring_them(tmp_path: Path) -> None:

@@ -118,7 +118,8 @@ class KeyStore:
         self._flushing: dict[tuple[str, str], tuple[int, int]] = {}
         self._pending_lock = threading.Lock()
         self._glossaries: dict[str, StoredGlossary] = {}
-        self.sync()
+        self._version = -1  # the file's PRAGMA data_version at the last read
+        self.sync(force=True)
 
     def close(self) -> None:
         self._db.close()
@@ -155,7 +156,7 @@ class KeyStore:
                 )
         except sqlite3.IntegrityError as exc:
             raise ValueError(f"a key named '{name}' already exists") from exc
-        self.sync()
+        self.sync(force=True)
         return key, secret
 
     def revoke(self, name: str) -> Key:
@@ -166,7 +167,7 @@ class KeyStore:
             ).rowcount
         if not updated:
             raise KeyError(f"no active key named '{name}'")
-        self.sync()
+        self.sync(force=True)
         return next(k for k in self.all_keys(include_revoked=True) if name in (k.name, k.id))
 
     def all_keys(self, include_revoked: bool = False) -> list[Key]:
@@ -201,8 +202,10 @@ class KeyStore:
             chars, requests = self._pending.get(slot, (0, 0))
             self._pending[slot] = (chars + characters, requests + 1)
 
-    def sync(self) -> None:
-        """Write this process's new usage; read keys, usage and glossaries back. Blocking:
+    def sync(self, *, force: bool = False) -> None:
+        """Write this process's new usage; read keys, usage and glossaries back if this
+        process wrote or another one changed the file since the last read (or `force`: after
+        this connection's own key changes, which data_version does not count). Blocking:
         servers run it in a thread."""
         with self._pending_lock:
             # Still counted by used() (as _flushing) until the file's counts are read back.
@@ -218,7 +221,11 @@ class KeyStore:
                     self._pending[slot] = (chars + c, requests + r)
                 self._flushing = {}
             raise
-        self._read()
+        with self._lock:
+            version = self._db.execute("PRAGMA data_version").fetchone()[0]
+        if force or pending or version != self._version:
+            self._read()
+            self._version = version
         self._flushing = {}
 
     def _write_usage(self, pending: Mapping[tuple[str, str], tuple[int, int]]) -> None:
