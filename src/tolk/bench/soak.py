@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import itertools
 import time
+from collections import Counter
 from pathlib import Path
 from typing import Any
 
@@ -112,29 +113,24 @@ def summarize(
     samples: list[dict[str, Any]],
 ) -> dict[str, Any]:
     last_t = samples[-1]["t"] if samples else 0.0
-    first = [s for s in samples if s["t"] <= 60]
-    last = [s for s in samples if s["t"] >= last_t - 60]
     names = sorted({n for s in samples for n in s["rss_mib"]})
+    series = {name: [s["rss_mib"].get(name, 0.0) for s in samples] for name in names}
+    series["total"] = [s["total_mib"] for s in samples]
+    first = [i for i, s in enumerate(samples) if s["t"] <= 60]
+    last = [i for i, s in enumerate(samples) if s["t"] >= last_t - 60]
     growth: dict[str, Any] = {}
-    for name in [*names, "total"]:
-
-        def value(sample: dict[str, Any], name: str = name) -> float:
-            if name == "total":
-                return float(sample["total_mib"])
-            return float(sample["rss_mib"].get(name, 0.0))
-
-        start, finish = _mean([value(s) for s in first]), _mean([value(s) for s in last])
+    for name, rss in series.items():
+        start, finish = _mean([rss[i] for i in first]), _mean([rss[i] for i in last])
         growth[name] = {
             "first_minute_mib": start,
             "last_minute_mib": finish,
             "growth_mib": round(finish - start, 1),
             "growth_percent": round(100 * (finish - start) / start, 2) if start else None,
-            "max_mib": round(max(value(s) for s in samples), 1) if samples else 0.0,
+            "max_mib": round(max(rss, default=0.0), 1),
         }
-    statuses: dict[str, int] = {}
-    for r in records:
-        key = str(r.status) if r.status else (r.error_code or "no response")
-        statuses[key] = statuses.get(key, 0) + 1
+    statuses = Counter(
+        str(r.status) if r.status else (r.error_code or "no response") for r in records
+    )
     return {
         "url": url,
         "workload": workload.describe(),
@@ -142,7 +138,7 @@ def summarize(
         "minutes": minutes,
         "interval_s": interval,
         "requests": len(records),
-        "statuses": statuses,
+        "statuses": dict(statuses),
         "memory": growth,
         "samples": samples,
     }

@@ -21,21 +21,21 @@ import csv
 import datetime as dt
 import io
 from pathlib import PurePath
-from typing import Annotated, Any
+from typing import Any
 
-from fastapi import APIRouter, Depends, Request, Response
+from fastapi import APIRouter, Request, Response
 from fastapi.responses import JSONResponse
 
 from tolk.compat import codes
-from tolk.compat.documents import DocumentStore
+from tolk.compat.documents import documents_of
 from tolk.compat.params import Params, read_params
 from tolk.errors import InvalidRequest, NotFound, TolkError
 from tolk.keys import StoredGlossary
 from tolk.languages import Lang, lang, request_lang
 from tolk.server.access import Caller
-from tolk.server.calls import Calls, attachment, bearer_key
+from tolk.server.calls import Calls, CallsDep, attachment, bearer_key
 from tolk.server.middleware import CLIENT_CLOSED
-from tolk.translation.files import file_type, translate_file
+from tolk.translation.files import file_type
 from tolk.translation.html_format import TagRules
 from tolk.translation.prompts import FORMAL_REGISTERS, INSTRUCTED, Instructions
 from tolk.translation.segment import SplitMode
@@ -62,14 +62,6 @@ PARAMS_BODY: dict[str, Any] = {
         }
     }
 }
-
-
-async def _calls(request: Request) -> Calls:
-    calls: Calls = request.app.state.calls
-    return calls
-
-
-CallsDep = Annotated[Calls, Depends(_calls)]
 
 
 def _caller(calls: Calls, request: Request, params: Params) -> Caller:
@@ -334,11 +326,6 @@ async def delete_glossary(glossary_id: str, request: Request, calls: CallsDep) -
     return Response(status_code=204)
 
 
-def _documents(request: Request) -> DocumentStore:
-    store: DocumentStore = request.app.state.documents
-    return store
-
-
 @router.post("/document", summary="DeepL: upload a document to translate (multipart)")
 async def upload_document(request: Request, calls: CallsDep) -> JSONResponse:
     params = await read_params(request)
@@ -363,26 +350,18 @@ async def upload_document(request: Request, calls: CallsDep) -> JSONResponse:
     data = await upload.read()
 
     async def work() -> Any:
-        done = await translate_file(
-            calls.translator,
-            filename,
-            data,
-            source.tag if source else None,
-            target.tag,
-            None,
-            calls.config.server.document_timeout,
-        )
+        done = await calls.document(filename, data, source, target)
         calls.access.record(caller, done.translation.usage.characters)
         return done
 
-    doc = _documents(request).start(caller.owner, filename, work())
+    doc = documents_of(request).start(caller.owner, filename, work())
     return JSONResponse({"document_id": doc.id, "document_key": doc.key})
 
 
 async def _document(request: Request, calls: Calls, document_id: str) -> Any:
     params = await read_params(request)
     caller = _caller(calls, request, params)
-    doc = _documents(request).get(document_id)
+    doc = documents_of(request).get(document_id)
     if doc is None or doc.key != params.text("document_key") or doc.owner != caller.owner:
         raise NotFound("Document not found")
     return doc
@@ -391,7 +370,7 @@ async def _document(request: Request, calls: Calls, document_id: str) -> Any:
 @router.post("/document/{document_id}", summary="DeepL: a document's status")
 async def document_status(document_id: str, request: Request, calls: CallsDep) -> JSONResponse:
     doc = await _document(request, calls, document_id)
-    await _documents(request).wait(doc, STATUS_WAIT)
+    await documents_of(request).wait(doc, STATUS_WAIT)
     body: dict[str, Any] = {"document_id": doc.id, "status": doc.status}
     if doc.result is not None:
         body["billed_characters"] = doc.result.translation.usage.characters
@@ -407,5 +386,5 @@ async def document_result(document_id: str, request: Request, calls: CallsDep) -
         raise InvalidRequest(f"Document translation failed: {doc.error}")
     if doc.result is None:
         raise DocumentNotReady("Document not ready: still translating; poll its status")
-    _documents(request).drop(doc.id)  # DeepL removes a document once it is downloaded
+    documents_of(request).drop(doc.id)  # DeepL removes a document once it is downloaded
     return attachment(doc.result, doc.filename)

@@ -24,6 +24,9 @@ LIBRETRANSLATE_PATHS = frozenset(
     {"/languages", "/frontend/settings", "/translate_file", "/suggest"}
 )
 SHARED_PATHS = frozenset({"/translate", "/detect"})
+# The file uploads of tolk's, DeepL's and LibreTranslate's APIs: their bodies may be as large
+# as max_file_bytes (server and proxy alike).
+FILE_PATHS = frozenset({"/translate/file", "/v2/document", "/translate_file"})
 LIBRETRANSLATE_PREFIX = "/libretranslate"
 FORMS = (b"application/x-www-form-urlencoded", b"multipart/form-data")
 

@@ -15,6 +15,8 @@ from collections.abc import Coroutine
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from starlette.requests import Request
+
 from tolk.errors import Overloaded, TolkError
 from tolk.translation.files import TranslatedFile
 
@@ -125,3 +127,9 @@ class DocumentStore:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
         self._documents.clear()
+
+
+def documents_of(request: Request) -> DocumentStore:
+    """The server's document store (app.state.documents)."""
+    store: DocumentStore = request.app.state.documents
+    return store

@@ -15,21 +15,21 @@ from __future__ import annotations
 
 import re
 from pathlib import PurePath
-from typing import Annotated, Any
+from typing import Any
 from urllib.parse import quote
 
-from fastapi import APIRouter, Depends, Request, Response
+from fastapi import APIRouter, Request, Response
 from fastapi.responses import JSONResponse
 
 from tolk.compat import codes
-from tolk.compat.documents import DocumentStore
+from tolk.compat.documents import documents_of
 from tolk.compat.params import Params, read_params
 from tolk.errors import InvalidLanguage, InvalidRequest, NotFound, UnsupportedLanguagePair
 from tolk.languages import Lang, lang
 from tolk.server.access import Caller
-from tolk.server.calls import Calls, attachment
+from tolk.server.calls import Calls, CallsDep, attachment
 from tolk.server.middleware import CLIENT_CLOSED
-from tolk.translation.files import FILE_TYPES, file_type, translate_file
+from tolk.translation.files import FILE_TYPES, file_type
 from tolk.translation.service import GlossaryRequest, Translation
 
 router = APIRouter(tags=["LibreTranslate API"])
@@ -46,14 +46,6 @@ FORM_BODY: dict[str, Any] = {
         }
     }
 }
-
-
-async def _calls(request: Request) -> Calls:
-    calls: Calls = request.app.state.calls
-    return calls
-
-
-CallsDep = Annotated[Calls, Depends(_calls)]
 
 
 def _caller(calls: Calls, params: Params) -> Caller:
@@ -237,11 +229,6 @@ async def frontend_settings(calls: CallsDep) -> JSONResponse:
     )
 
 
-def _documents(request: Request) -> DocumentStore:
-    store: DocumentStore = request.app.state.documents
-    return store
-
-
 @router.post(
     "/translate_file",
     summary="LibreTranslate: translate a file; answers the URL to download it from",
@@ -260,25 +247,16 @@ async def translate_file_route(request: Request, calls: CallsDep) -> Response:
     except Exception as exc:
         raise InvalidRequest("Invalid request: file format not supported", field="file") from exc
     data = await upload.read()
-    deadline = calls.config.server.document_timeout
     result = await calls.run(
         request,
         caller,
         0,
-        lambda: translate_file(
-            calls.translator,
-            filename,
-            data,
-            source.tag if source else None,
-            target.tag,
-            None,
-            deadline,
-        ),
+        lambda: calls.document(filename, data, source, target),
         charged=lambda done: done.translation.usage.characters,
     )
     if result is None:
         return Response(status_code=CLIENT_CLOSED)
-    doc = _documents(request).put(caller.owner, filename, result)
+    doc = documents_of(request).put(caller.owner, filename, result)
     url = f"{str(request.base_url).rstrip('/')}/download_file/{doc.id}.{quote(filename)}"
     return JSONResponse({"translatedFileUrl": url})
 
@@ -286,7 +264,7 @@ async def translate_file_route(request: Request, calls: CallsDep) -> Response:
 @router.get("/download_file/{name}", summary="LibreTranslate: a file /translate_file translated")
 async def download_file(name: str, request: Request) -> Response:
     doc_id, _, filename = name.partition(".")
-    doc = _documents(request).get(doc_id)
+    doc = documents_of(request).get(doc_id)
     if doc is None or doc.result is None or doc.filename != filename:
         raise NotFound("Invalid filename: no such translated file (it may have expired)")
     return attachment(doc.result, filename)

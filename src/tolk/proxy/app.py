@@ -33,6 +33,7 @@ import tolk
 from tolk.compat.codes import from_libretranslate
 from tolk.compat.dispatch import (
     CORS,
+    FILE_PATHS,
     LIBRETRANSLATE_PATHS,
     LIBRETRANSLATE_PREFIX,
     SHARED_PATHS,
@@ -509,7 +510,6 @@ def _log_event(metrics: ProxyMetrics) -> Any:
     return listener
 
 
-FILE_PATHS = frozenset({"/translate/file", "/v2/document", "/translate_file"})
 UPSTREAM_PATHS = frozenset(
     {"/", "/detect", "/translate/file", *SHARED_PATHS, *LIBRETRANSLATE_PATHS}
 )

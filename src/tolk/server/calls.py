@@ -5,22 +5,29 @@ guard (a client that leaves aborts its engine requests), count usage and metrics
 from __future__ import annotations
 
 from collections.abc import Callable, Coroutine
-from typing import Any, TypeVar
+from typing import Annotated, Any, TypeVar
 from urllib.parse import quote
 
+from fastapi import Depends
 from starlette.datastructures import MutableHeaders
 from starlette.requests import Request
 from starlette.responses import Response
 
 from tolk.config import TolkConfig
 from tolk.errors import ClientDisconnected, Overloaded
+from tolk.languages import Lang
 from tolk.server.access import Access, Caller
 from tolk.server.lifecycle import Lifecycle
 from tolk.server.metrics import ServiceMetrics
 from tolk.translation import Translation, Translator
-from tolk.translation.files import TranslatedFile
+from tolk.translation.files import TranslatedFile, translate_file
 
 T = TypeVar("T")
+
+
+async def _calls(request: Request) -> Calls:
+    calls: Calls = request.app.state.calls
+    return calls
 
 
 def attachment(file: TranslatedFile, filename: str) -> Response:
@@ -57,6 +64,21 @@ class Calls:
     def deadline(self, requested: float | None = None) -> float:
         limit = self.config.server.request_timeout
         return min(limit, requested) if requested else limit
+
+    def document(
+        self, filename: str, data: bytes, source: Lang | None, target: Lang
+    ) -> Coroutine[Any, Any, TranslatedFile]:
+        """A whole file as the drop-in APIs translate it: the pair's model, the background
+        document deadline (server.document_timeout)."""
+        return translate_file(
+            self.translator,
+            filename,
+            data,
+            source.tag if source else None,
+            target.tag,
+            None,
+            self.config.server.document_timeout,
+        )
 
     def admit(self, caller: Caller, characters: int) -> None:
         """Draining, then the caller's rate and quota: before any work is made."""
@@ -108,3 +130,7 @@ class Calls:
         for source_tokens, output_tokens in result.lengths:
             metrics.source_tokens.labels(result.model, pair).observe(source_tokens)
             metrics.output_tokens.labels(result.model, pair).observe(output_tokens)
+
+
+# `async def` accessor: FastAPI runs plain `def` dependencies in a thread pool.
+CallsDep = Annotated[Calls, Depends(_calls)]

@@ -16,6 +16,7 @@ from typing import Any
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from tolk.compat.dispatch import FILE_PATHS
 from tolk.server.errors import api_of, error_response
 from tolk.server.metrics import ServiceMetrics
 
@@ -74,16 +75,7 @@ class RequestAccounting:
 
 
 # The requests that translate (each API's), which a server at capacity refuses on sight.
-TRANSLATING_PATHS = frozenset(
-    {
-        "/translate",
-        "/translate/file",
-        "/v2/translate",
-        "/v2/document",
-        "/libretranslate/translate",
-        "/translate_file",
-    }
-)
+TRANSLATING_PATHS = FILE_PATHS | {"/translate", "/v2/translate", "/libretranslate/translate"}
 
 
 class Shedding:

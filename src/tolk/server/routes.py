@@ -18,7 +18,7 @@ from tolk.detect import Detection
 from tolk.engine import ModelPool
 from tolk.errors import TolkError
 from tolk.server.access import Caller
-from tolk.server.calls import Calls, attachment, bearer_key
+from tolk.server.calls import Calls, CallsDep, attachment, bearer_key
 from tolk.server.errors import error_body, error_response, request_id_of
 from tolk.server.lifecycle import Lifecycle
 from tolk.server.metrics import ServiceMetrics
@@ -60,11 +60,6 @@ async def _metrics(request: Request) -> ServiceMetrics:
     return metrics
 
 
-async def _calls(request: Request) -> Calls:
-    calls: Calls = request.app.state.calls
-    return calls
-
-
 async def _caller(request: Request) -> Caller:
     calls: Calls = request.app.state.calls
     return calls.access.caller(bearer_key(request))
@@ -75,7 +70,6 @@ async def _caller(request: Request) -> Caller:
 PoolDep = Annotated[ModelPool, Depends(_pool)]
 LifecycleDep = Annotated[Lifecycle, Depends(_lifecycle)]
 MetricsDep = Annotated[ServiceMetrics, Depends(_metrics)]
-CallsDep = Annotated[Calls, Depends(_calls)]
 CallerDep = Annotated[Caller, Depends(_caller)]
 
 router = APIRouter()
