@@ -154,7 +154,8 @@ class EngineStates(Collector):
             up.add_metric([engine.name], 1.0 if now == "ready" else 0.0)
             for state in get_args(EngineState):
                 states.add_metric([engine.name, state], 1.0 if state == now else 0.0)
-            restarts.add_metric([engine.name], engine.restarts)
+            if engine.restarts:  # a series appears with the first restart, as a Counter's
+                restarts.add_metric([engine.name], engine.restarts)
         yield from (up, states, restarts)
 
 
