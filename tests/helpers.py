@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+import psutil
 import yaml
 from prometheus_client.parser import text_string_to_metric_families
 
@@ -148,3 +149,18 @@ def run_tolk(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
         env=runtime_env(),
         timeout=900,
     )
+
+
+def still_running(processes: list[psutil.Process], within: float) -> list[psutil.Process]:
+    """Those of `processes` still running after waiting up to `within` seconds for them to
+    end. A zombie has ended (it holds no memory and runs nothing); it only waits for its
+    new parent, which on some hosts (this machine's init) reaps it seconds later."""
+    _, alive = psutil.wait_procs(processes, timeout=within)
+
+    def running(process: psutil.Process) -> bool:
+        try:
+            return bool(process.status() != psutil.STATUS_ZOMBIE)
+        except psutil.NoSuchProcess:
+            return False
+
+    return [p for p in alive if running(p)]

@@ -10,10 +10,15 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import httpx
-import psutil
 import pytest
 
-from tests.helpers import ServerProcess, metric_samples, model_config, wait_until
+from tests.helpers import (
+    ServerProcess,
+    metric_samples,
+    model_config,
+    still_running,
+    wait_until,
+)
 from tolk.bench.processes import LocalServer
 from tolk.bench.proxy import start_proxy
 
@@ -317,8 +322,7 @@ async def test_an_upstream_killed_outright_costs_no_request_and_leaves_no_proces
             servers.b.proc.kill()  # SIGKILL: no chance to stop its engine
             killed = time.monotonic()
             # Within 10 s nothing of B's is left (its engine follows it: no orphans).
-            _, alive = await asyncio.to_thread(psutil.wait_procs, family, 10)
-            assert alive == []
+            assert await asyncio.to_thread(still_running, family, 10) == []
             await wait_until(lambda: _true(load.served_since(killed) >= 8), within=60)
         finally:
             await load.stop()
