@@ -34,6 +34,7 @@ from tolk.translation.document import Document, Rendered
 from tolk.translation.formats import Format, Splitter, parse
 from tolk.translation.glossary import Glossary, Terms
 from tolk.translation.html_format import DEFAULT_RULES, TagRules
+from tolk.translation.pacing import Pacer
 from tolk.translation.prompts import (
     FORMAL_REGISTERS,
     FORMATS,
@@ -357,6 +358,8 @@ class Translator:
         self.find_glossary = find_glossary or (lambda glossary_id: None)
         # Among the languages the models translate from.
         self.detector = Detector(pool.sources)
+        # Per-text work waits for a turn: one piece per pass of the event loop.
+        self.pacer = Pacer()
 
     def detect(self, texts: Sequence[str]) -> list[Detection]:
         return self.detector.detect_all(texts)
@@ -508,6 +511,7 @@ class Translator:
         told = _instructions(engine, target, instructions or NO_INSTRUCTIONS)
         cut = self._splitter(engine, split, source)
         resolved = self._glossary(glossary or GlossaryRequest(), source, target)
+        await self.pacer.turn()
         docs = [resolved.protect(d) for d in documents(cut)]
         plan = DocumentPlan(docs, cut, self._fits(engine))
         # Admission is decided for the whole request before any per-segment work.
@@ -587,6 +591,7 @@ class Translator:
 
         async def one(index: int, text: str) -> Done:
             async with slots:
+                await self.pacer.turn()
                 job = self._job(
                     engine, index, text, source, target, glossary.terms(text), instructions
                 )
