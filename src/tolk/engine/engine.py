@@ -38,6 +38,8 @@ class Tokenizer(Protocol):
 
     def encode(self, text: str, add_special_tokens: bool = True) -> list[int]: ...
 
+    def decode(self, token_ids: Any, skip_special_tokens: bool = False, **kwargs: Any) -> Any: ...
+
     def apply_chat_template(self, conversation: Any, **kwargs: Any) -> Any: ...
 
 
@@ -95,14 +97,16 @@ def engine_args(model: ModelSettings, *, cpu: bool, models_sharing: int = 1) -> 
     return args
 
 
-def sampling_params(sampling: SamplingSettings, max_tokens: int) -> Any:
-    from vllm import SamplingParams
-    from vllm.sampling_params import RequestOutputKind
+def sampling_params(sampling: SamplingSettings, max_tokens: int, detokenize: bool = True) -> Any:
+    """vLLM's SamplingParams for one segment. `detokenize=False`: vLLM returns token ids
+    only, and does not decode them token by token on every engine step (see generate)."""
+    from vllm.sampling_params import RequestOutputKind, SamplingParams
 
     return SamplingParams(
         max_tokens=max_tokens,
         output_kind=RequestOutputKind.FINAL_ONLY,
         skip_special_tokens=True,
+        detokenize=detokenize,
         **sampling.model_dump(exclude_none=True),
     )
 
@@ -279,7 +283,10 @@ class ModelEngine:
         from vllm.v1.engine.exceptions import EngineDeadError, EngineGenerateError
 
         request_id = f"{self.name}-{next(_request_ids)}"
-        params = sampling_params(self.settings.sampling, max_tokens)
+        # tolk asks for the final output only and uses no stop strings, so vLLM's incremental
+        # detokenizer (Python, on this event loop, for every token of every step) would do
+        # work nobody reads; the ids are decoded once, when the segment is done.
+        params = sampling_params(self.settings.sampling, max_tokens, detokenize=False)
         final = None
         self.in_flight += 1
         try:
@@ -312,7 +319,7 @@ class ModelEngine:
             raise TolkError(f"the engine for model '{self.name}' returned no output")
         completion = final.outputs[0]
         return Generation(
-            text=completion.text,
+            text=str(self.tokenizer.decode(list(completion.token_ids), skip_special_tokens=True)),
             prompt_tokens=len(prompt_ids),
             completion_tokens=len(completion.token_ids),
             finish_reason=completion.finish_reason,

@@ -20,7 +20,7 @@ from tolk.compat import deepl, libretranslate
 from tolk.compat.dispatch import FILE_PATHS, ApiDispatch
 from tolk.compat.documents import DocumentStore
 from tolk.config import TolkConfig
-from tolk.engine import EngineMetrics, ModelEngine, ModelPool, lineage
+from tolk.engine import EngineMetrics, ModelEngine, ModelPool, lineage, vllm_compat
 from tolk.engine.supervisor import RestartPolicy, Supervisor
 from tolk.keys import SYNC_SECONDS, KeyStore
 from tolk.server import web
@@ -103,6 +103,7 @@ def create_app(config: TolkConfig) -> FastAPI:
         # Engines started from here on die with this process, however it ends.
         lineage.bind_engines_to_this_process()
         pool = ModelPool.start(config.models, engine_metrics)
+        vllm_compat.cache_envs()
         app.state.pool = pool
         metrics.engines.engines = pool.engines
         glossaries = {
