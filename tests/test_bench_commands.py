@@ -146,6 +146,19 @@ def test_bench_overload_sheds_the_excess_of_a_burst(
     assert stalls["samples"] > 100  # the server sampled its loop every 10 ms meanwhile
     assert stalls["ok"] >= 1
     assert "burst" in (tmp_path / "overload" / "overload.md").read_text()
+    assert data["client"] == "lean"
+    # The same waves through aiohttp, the comparison the lean client is measured against.
+    tolk(
+        "bench", "overload", "--url", main_server.url, "--capacity", "40", "--factor", "1.5",
+        "--waves", "1", "--items", "20", "--documents-seconds", "0", "--client", "aiohttp",
+        "--out", "overload-aiohttp", cwd=tmp_path,
+    )  # fmt: skip
+    data = json.loads((tmp_path / "overload-aiohttp" / "overload.json").read_text())
+    assert data["client"] == "aiohttp"
+    assert data["burst"]["requests"] == 60
+    assert data["burst"]["refused"] + data["burst"]["admitted"] == 60
+    assert data["health_floor"]["requests"] == 20
+    assert data["other_failures"] == []
 
 
 def test_bench_soak_samples_the_servers_memory(main_server: ServerProcess, tmp_path: Path) -> None:

@@ -427,13 +427,21 @@ def overload_command(
         typer.Option(help="Then the documents workload for this long (0: skip): loop stalls."),
     ] = 30.0,
     documents_concurrency: Annotated[
-        int, typer.Option(help="Concurrent documents in that phase (within capacity).")
+        int, typer.Option(help="Concurrent documents in that phase.")
     ] = 2,
+    client: Annotated[
+        str,
+        typer.Option(help="lean (a minimal HTTP/1.1 client: the default) or aiohttp."),
+    ] = "lean",
     out: OutOption = None,
 ) -> None:
     """A burst of FACTOR x capacity against waves of capacity: how fast refusals answer,
     what the excess costs the admitted requests, and the event loop's stalls."""
     from tolk.bench import overload
+
+    if client not in ("lean", "aiohttp"):
+        raise typer.BadParameter("lean or aiohttp", param_hint="--client")
+    chosen: overload.Client = "lean" if client == "lean" else "aiohttp"
 
     async def start(out_dir: Path, progress: Progress) -> dict[str, Any]:
         return await overload.measure(
@@ -446,6 +454,7 @@ def overload_command(
             documents_seconds,
             documents_concurrency,
             progress=progress.console.log,
+            client=chosen,
         )
 
     measured("overload", out, start, overload.table, overload.write)

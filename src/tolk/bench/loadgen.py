@@ -142,7 +142,19 @@ async def send(
         return RequestRecord(
             started - t0, time.monotonic() - started, 0, type(exc).__name__, chars_in=len(item.text)
         )
-    latency = time.monotonic() - started
+    return record(started - t0, time.monotonic() - started, status, headers, raw, item)
+
+
+def record(
+    start: float,
+    latency: float,
+    status: int,
+    headers: Mapping[str, str],
+    raw: bytes,
+    item: WorkItem,
+) -> RequestRecord:
+    """What one answer (any API's, or a proxy's) says: its error code, or its output and
+    usage and the server's timings."""
     try:
         body: dict[str, Any] = json.loads(raw)
     except ValueError:
@@ -151,10 +163,10 @@ async def send(
         error = body.get("error")
         code = str(error.get("code", "")) if isinstance(error, dict) else ""
         code = code or headers.get("X-Tolk-Error-Code", "")  # the drop-in APIs' errors
-        return RequestRecord(started - t0, latency, status, code or None, chars_in=len(item.text))
+        return RequestRecord(start, latency, status, code or None, chars_in=len(item.text))
     usage = body.get("usage", {})
     return RequestRecord(
-        start=started - t0,
+        start=start,
         latency=latency,
         status=200,
         chars_in=len(item.text),

@@ -7,6 +7,11 @@ admits: max_num_seqs + max_waiting one-segment texts), then a *burst* wave of
 the excess as GET /health at the same moment (the cheapest answer the server gives under
 that load: what no refusal can beat, client and machine included).
 
+The waves go out through a lean HTTP/1.1 client (tolk.bench.burst: connections opened
+before each wave, requests encoded before it starts), so that a burst's timings are the
+server's, not the client's; `client="aiohttp"` sends them through the load generator's
+aiohttp session instead, for comparison.
+
 Reported: how fast the refusals of the burst waves answer (p50/p95), and the admitted
 requests' latency in burst waves against baseline waves (p50/p95 and their ratio).
 Alternating the waves in one run keeps the comparison fair on a noisy machine.
@@ -24,15 +29,16 @@ import math
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from rich.table import Table
 
 from tolk.bench import report
+from tolk.bench.burst import Answer, Burst
 from tolk.bench.loadgen import closed_loop, get_text, make_client, send
 from tolk.bench.scrape import Snapshot
 from tolk.bench.stats import RequestRecord, percentile
-from tolk.bench.workloads import Workload
+from tolk.bench.workloads import WorkItem, Workload
 
 Progress = Callable[[str], None]
 STALL_METRIC = "tolk_event_loop_stall_seconds"
@@ -42,27 +48,45 @@ def _p(values: Sequence[float], q: float) -> float | None:
     return round(percentile(values, q), 4) if values else None
 
 
-async def _wave(client: Any, items: Any, n: int) -> list[RequestRecord]:
-    t0 = time.monotonic()
-    return list(
-        await asyncio.gather(*(send(client, "/translate", next(items), t0) for _ in range(n)))
-    )
+Client = Literal["lean", "aiohttp"]
 
 
-async def _floor_wave(client: Any, items: Any, capacity: int, excess: int) -> list[float]:
-    """`capacity` translations and, at the same moment, `excess` GET /health: the latency of
-    the cheapest answer the server gives under the same load, the floor for a refusal."""
-    t0 = time.monotonic()
+class _Lean:
+    """Waves through tolk.bench.burst (the default)."""
 
-    async def health() -> float:
-        started = time.monotonic()
-        async with client.get("/health") as response:
-            await response.read()
-        return time.monotonic() - started
+    def __init__(self, url: str) -> None:
+        self.burst = Burst(url)
 
-    translations = [send(client, "/translate", next(items), t0) for _ in range(capacity)]
-    answers = await asyncio.gather(*translations, *(health() for _ in range(excess)))
-    return [a for a in answers if isinstance(a, float)]
+    async def wave(self, items: list[WorkItem]) -> list[RequestRecord]:
+        return (await self.burst.translations(items))[0]
+
+    async def floor(self, items: list[WorkItem], excess: int) -> list[float]:
+        _, probes = await self.burst.translations(items, [self.burst.get("/health")] * excess)
+        return [latency for latency, answer in probes if isinstance(answer, Answer)]
+
+
+class _Pooled:
+    """Waves through the load generator's aiohttp session, for comparison."""
+
+    def __init__(self, session: Any) -> None:
+        self.session = session
+
+    async def wave(self, items: list[WorkItem]) -> list[RequestRecord]:
+        t0 = time.monotonic()
+        return list(await asyncio.gather(*(send(self.session, "/translate", i, t0) for i in items)))
+
+    async def floor(self, items: list[WorkItem], excess: int) -> list[float]:
+        t0 = time.monotonic()
+
+        async def health() -> float:
+            started = time.monotonic()
+            async with self.session.get("/health") as response:
+                await response.read()
+            return time.monotonic() - started
+
+        translations = [send(self.session, "/translate", item, t0) for item in items]
+        answers = await asyncio.gather(*translations, *(health() for _ in range(excess)))
+        return [a for a in answers if isinstance(a, float)]
 
 
 async def _stalls(client: Any) -> dict[float, float]:
@@ -102,36 +126,46 @@ async def measure(
     documents_seconds: float,
     documents_concurrency: int,
     progress: Progress,
+    client: Client = "lean",
 ) -> dict[str, Any]:
     burst = math.ceil(capacity * factor)
     items = itertools.cycle(workload.items)
     baseline: list[RequestRecord] = []
     bursts: list[RequestRecord] = []
     floor: list[float] = []
-    async with make_client(url, connections=burst, timeout=600) as client:
-        await _wave(client, items, capacity)  # warm-up: connections opened, caches filled
+
+    def take(n: int) -> list[WorkItem]:
+        return [next(items) for _ in range(n)]
+
+    async with make_client(url, connections=burst, timeout=600) as session:
+        sender = _Lean(url) if client == "lean" else _Pooled(session)
+        await sender.wave(take(capacity))  # warm-up: caches filled
         for number in range(waves):
             progress(f"wave {number + 1}/{waves}: {capacity} requests, then {burst}")
-            baseline += await _wave(client, items, capacity)
-            bursts += await _wave(client, items, burst)
-            floor += await _floor_wave(client, items, capacity, burst - capacity)
+            baseline += await sender.wave(take(capacity))
+            bursts += await sender.wave(take(burst))
+            # `capacity` translations and, at the same moment, the excess as GET /health:
+            # the cheapest answer the server gives under the same load, a refusal's floor.
+            floor += await sender.floor(take(capacity), burst - capacity)
         stalls: dict[str, Any] = {}
         if documents is not None:
             progress(f"documents workload for {documents_seconds:g} s: loop stalls")
-            before = await _stalls(client)
+            before = await _stalls(session)
             records, seconds = await closed_loop(
-                client,
+                session,
                 itertools.cycle(documents.items),
                 documents_concurrency,
                 duration=documents_seconds,
             )
-            after = await _stalls(client)
+            after = await _stalls(session)
             stalls = {
                 "workload": documents.describe(),
                 "concurrency": documents_concurrency,
                 "seconds": round(seconds, 1),
                 "requests": len(records),
                 "ok": sum(r.ok for r in records),
+                # Two large documents can together hold more places than the capacity.
+                "refused": sum(r.status == 503 for r in records),
                 **stall_summary(before, after),
             }
     refused = [r.latency for r in bursts if r.status in (503, 429)]
@@ -146,6 +180,7 @@ async def measure(
     )
     result: dict[str, Any] = {
         "url": url,
+        "client": client,
         "workload": workload.describe(),
         "capacity": capacity,
         "factor": factor,
