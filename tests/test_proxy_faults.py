@@ -63,7 +63,7 @@ def rig(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Rig]:
 async def proxy(rig: Rig) -> AsyncIterator[httpx.AsyncClient]:
     """A client of a new proxy in front of both stand-ins, told to behave."""
     for server in (rig.u1, rig.u2):
-        rig.set(server, mode="ok", hold=0.02, slow_hold=2.0)
+        rig.set(server, mode="ok", hold=0.02, slow_hold=2.0, retry_after=1)
     server = rig.start_proxy()
     try:
         async with httpx.AsyncClient(base_url=server.url, timeout=30) as client:
@@ -176,12 +176,63 @@ async def test_overloaded_upstream_is_retried_elsewhere_and_not_hammered(
 async def test_all_overloaded_gives_503_with_retry_after(
     rig: Rig, proxy: httpx.AsyncClient
 ) -> None:
-    rig.set(rig.u1, mode="overload")
-    rig.set(rig.u2, mode="overload")
+    rig.set(rig.u1, mode="overload", retry_after=20)
+    rig.set(rig.u2, mode="overload", retry_after=20)
     r = await proxy.post("/translate", json=BODY)
     assert r.status_code == 503
-    assert r.json()["error"]["code"] in ("overloaded", "no_healthy_upstream")
+    assert r.json()["error"]["code"] == "overloaded"
     assert int(r.headers["retry-after"]) >= 1
+    # Both now cool for their Retry-After: the proxy refuses on sight, in the same shape.
+    r = await proxy.post("/translate", json=BODY)
+    assert (r.status_code, r.json()["error"]["code"]) == (503, "overloaded")
+    assert int(r.headers["retry-after"]) >= 10
+    assert "x-tolk-upstream" not in r.headers
+    assert {u["url"] for u in r.json()["error"]["upstreams"]} == {rig.u1.url, rig.u2.url}
+
+
+async def test_a_full_upstream_is_refused_on_sight(tmp_path: Path) -> None:
+    """The proxy counts its own requests at each upstream against the capacity the server
+    publishes in /models (max_num_seqs + max_waiting): past it a request is refused at once,
+    in the server's shape, never sent there to be refused."""
+    small = start_standin(tmp_path, "small", capacity=2, hold=3.0, languages="en,de",
+                          max_waiting=2)  # fmt: skip
+    proxy = start_proxy(
+        tmp_path, "proxy-small", [small.url],
+        health={"interval": INTERVAL, "timeout": 0.5, "rise": RISE, "fall": FALL},
+        request_timeout=20,
+    )  # fmt: skip
+    try:
+        async with httpx.AsyncClient(base_url=proxy.url, timeout=30) as client:
+
+            async def capacity_known() -> bool:
+                upstream = (await client.get("/upstreams")).json()["upstreams"][0]
+                return bool(upstream["healthy"] and upstream["capacity"] == 4)
+
+            await wait_until(capacity_known, within=10)
+            answers = await asyncio.gather(
+                *(client.post("/translate", json=BODY) for _ in range(10))
+            )
+            sent_and_refused = await metric_value(
+                client, "tolk_proxy_upstream_requests_total", upstream=small.url, outcome="503"
+            )
+            served = [r for r in answers if r.status_code == 200]
+            refused = [r for r in answers if r.status_code != 200]
+            assert len(served) == 4
+            assert len(refused) == 6
+            for r in refused:
+                assert r.status_code == 503
+                assert r.json()["error"]["code"] == "overloaded"
+                assert r.json()["error"]["upstreams"] == [
+                    {"url": small.url, "outstanding": 4, "capacity": 4}
+                ]
+                assert int(r.headers["retry-after"]) >= 1
+                assert "x-tolk-upstream" not in r.headers
+            assert sent_and_refused == 0
+            standin = await client.get(f"{small.url}/_standin")
+            assert standin.json()["served"] == 4
+    finally:
+        proxy.stop()
+        small.stop()
 
 
 async def test_shutting_down_upstream_is_drained(rig: Rig, proxy: httpx.AsyncClient) -> None:

@@ -203,6 +203,7 @@ async def test_health_ready_languages_docs(client: httpx.AsyncClient) -> None:
                 "languages": MAIN_LANGUAGES,
                 "pairs": [],
                 "ready": True,
+                "capacity": 16 + 24,  # max_num_seqs + max_waiting: what the proxy counts against
             }
         ]
     }

@@ -42,6 +42,7 @@ def start_standin(
     hold: float,
     languages: str = "en,de,ne",
     port: int | None = None,
+    max_waiting: int | None = None,
 ) -> LocalServer:
     """A stand-in upstream process (see tolk.proxy.standin), ready when its /ready is 200."""
     port = port or free_port()
@@ -49,6 +50,8 @@ def start_standin(
         sys.executable, "-m", "tolk.proxy.standin", "--port", str(port), "--name", name,
         "--languages", languages, "--capacity", str(capacity), "--hold", str(hold),
     ]  # fmt: skip
+    if max_waiting is not None:
+        command += ["--max-waiting", str(max_waiting)]
     return LocalServer.start(command, port, workdir / f"{name}.log", cwd=workdir)
 
 

@@ -249,7 +249,7 @@ class Forwarder:
             if code == "shutting_down" and upstream.mark_down("answered 503 shutting_down"):
                 self.metrics.ejections.labels(upstream.url, "shutting_down").inc()
             elif code in COOLING_CODES:
-                retry_after = _seconds((attempt.headers or {}).get("Retry-After"), default=1.0)
+                retry_after = _seconds((attempt.headers or {}).get("retry-after"), default=1.0)
                 upstream.cool(min(retry_after, 30.0))
                 self.metrics.ejections.labels(upstream.url, code).inc()
             failed = True
@@ -590,7 +590,9 @@ async def _forward(
         candidates = pool.serving(route.source, route.target, route.model)
         if not candidates:
             return _unserved(pool, route, request_id, api)
-    if not any(u.available() for u in candidates):
+    if not any(u.accepting() for u in candidates):
+        if any(u.busy() for u in candidates):
+            return _overloaded(candidates, route, request_id, api)
         return _none_healthy(config, candidates, route, request_id, api)
     target = TRANSLATE
     if api != "tolk" or path != "/translate":
@@ -708,6 +710,29 @@ def _unserved(pool: UpstreamPool, route: Route, request_id: str, api: Api) -> Re
         source_lang=route.source,
         target_lang=route.target,
         served_pairs=pool.served_pairs(),
+    )
+
+
+def _overloaded(
+    candidates: list[Upstream], route: Route | None, request_id: str, api: Api
+) -> Response:
+    """Every healthy upstream for the request is full (this proxy's own requests there reach
+    its capacity) or cooling after answering 503 overloaded: refused here, on sight, as
+    the servers themselves would refuse it, instead of a round trip to be refused there."""
+    what = f"{route.source or 'any language'} to {route.target}" if route else "this request"
+    busy = [u for u in candidates if u.busy()]
+    cooling = [u.cooling_until - u.clock() for u in busy if not u.full()]
+    return error_response(
+        503,
+        "overloaded",
+        f"all {len(busy)} upstream(s) serving {what} are at capacity; retry after the "
+        "Retry-After seconds",
+        request_id=request_id,
+        api=api,
+        retry_after=max(1.0, min(cooling, default=1.0)),
+        upstreams=[
+            {"url": u.url, "outstanding": u.outstanding, "capacity": u.capacity} for u in busy
+        ],
     )
 
 

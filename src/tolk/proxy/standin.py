@@ -37,6 +37,7 @@ class StandIn:
         self.max_waiting = max_waiting
         self.hold = hold
         self.slow_hold = 2.0
+        self.retry_after = 1  # seconds, on its 503 overloaded
         self.mode = "ok"
         self.served = 0
         self.in_flight = 0
@@ -58,7 +59,8 @@ class StandIn:
         if self.mode == "shutdown":
             return self._error(503, "shutting_down", "shutting down")
         if self.mode == "overload" or self.in_flight >= self.capacity_total + self.max_waiting:
-            return self._error(503, "overloaded", "overloaded", **{"Retry-After": "1"})
+            retry_after = str(self.retry_after)
+            return self._error(503, "overloaded", "overloaded", **{"Retry-After": retry_after})
         data: dict[str, Any] = json.loads(body)
         hold = self.slow_hold if self.mode == "slow" else self.hold
         self.in_flight += 1
@@ -106,6 +108,7 @@ class StandIn:
                         "languages": self.langs,
                         "pairs": pairs,
                         "ready": True,
+                        "capacity": self.capacity_total + self.max_waiting,
                     }
                 ]
             }
@@ -131,6 +134,8 @@ class StandIn:
                 self.hold = float(change["hold"])
             if change.get("slow_hold") is not None:
                 self.slow_hold = float(change["slow_hold"])
+            if change.get("retry_after") is not None:
+                self.retry_after = int(change["retry_after"])
         return web.json_response(
             {
                 "name": self.name,

@@ -95,6 +95,7 @@ class ModelInfo:
     name: str
     coverage: LanguageCoverage
     raw: dict[str, Any] = field(compare=False)
+    capacity: int | None = None  # None: a server from before tolk published it
 
     @classmethod
     def from_languages(cls, entry: dict[str, Any]) -> ModelInfo:
@@ -102,7 +103,13 @@ class ModelInfo:
             tuple(str(t) for t in entry.get("languages", ())),
             tuple(parse_pair(str(p)) for p in entry.get("pairs", ())),
         )
-        return cls(str(entry["model"]), coverage, entry)
+        capacity = entry.get("capacity")
+        return cls(
+            str(entry["model"]),
+            coverage,
+            entry,
+            capacity if isinstance(capacity, int) and capacity > 0 else None,
+        )
 
     @property
     def pairs(self) -> frozenset[str]:
@@ -154,6 +161,29 @@ class Upstream:
     def available(self) -> bool:
         return self.up and self.clock() >= self.cooling_until and self.breaker.allows()
 
+    @property
+    def capacity(self) -> int | None:
+        """Requests the server admits at once: its models' summed capacity, as its own
+        shedding counts (None if one of them did not say)."""
+        capacities = [m.capacity for m in self.models.values()]
+        if not capacities or None in capacities:
+            return None
+        return sum(c for c in capacities if c is not None)
+
+    def full(self) -> bool:
+        """This proxy alone has as many requests there as the server admits: one more
+        would be refused, so it is refused here, without the round trip."""
+        capacity = self.capacity
+        return capacity is not None and self.outstanding >= capacity
+
+    def accepting(self) -> bool:
+        """Available and not full: a request may be sent there now."""
+        return self.available() and not self.full()
+
+    def busy(self) -> bool:
+        """Up and healthy, but refusing for now: full, or cooling after an overload."""
+        return self.up and self.breaker.allows() and not self.accepting()
+
     def load(self) -> float:
         """Lower is better: requests this proxy has outstanding there plus the engine queue,
         weighted up as its KV cache fills."""
@@ -203,6 +233,7 @@ class Upstream:
             "consecutive_failures": self.breaker.failures,
             "cooling_seconds": round(max(0.0, self.cooling_until - now), 3),
             "outstanding": self.outstanding,
+            "capacity": self.capacity,
             "queue_waiting": self.waiting,
             "running": self.running,
             "kv_cache_usage": self.kv_usage,
@@ -407,7 +438,7 @@ class UpstreamPool:
 
     def pick(self, candidates: Iterable[Upstream], exclude: set[str]) -> Upstream | None:
         """Power of two choices: two random available candidates, the less loaded wins."""
-        usable = [u for u in candidates if u.url not in exclude and u.available()]
+        usable = [u for u in candidates if u.url not in exclude and u.accepting()]
         if not usable:
             return None
         if len(usable) == 1:

@@ -310,6 +310,7 @@ async def models(pool: PoolDep) -> LanguagesResponse:
                 languages=list(e.settings.coverage.languages),
                 pairs=[str(p) for p in e.settings.coverage.pairs],
                 ready=e.alive,
+                capacity=e.admission.capacity,
             )
             for e in pool.engines
         ]

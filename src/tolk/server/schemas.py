@@ -174,6 +174,11 @@ class ModelLanguages(BaseModel):
     languages: list[str] = Field(default_factory=list, description="Any pair among these.")
     pairs: list[str] = Field(default_factory=list, description="Explicit pairs, 'source>target'.")
     ready: bool
+    capacity: int = Field(
+        description="Requests this model admits at once (max_num_seqs + max_waiting); the "
+        "server refuses new translations while it holds its models' summed capacity, and a "
+        "tolk proxy refuses on sight while its own requests there reach it."
+    )
 
 
 class LanguagesResponse(BaseModel):
