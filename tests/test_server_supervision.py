@@ -136,14 +136,19 @@ async def test_a_body_sent_too_slowly_is_cut_off_with_408(rig: Rig) -> None:
 
 
 async def trickle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> bytes:
-    """A byte every 0.1 s for up to 4 s (the body needs 99): what the server answers."""
+    """A byte every 0.1 s for up to 4 s (the body needs 99): the server's whole answer.
+
+    The answer may come in more than one packet (headers, then body), so once its first bytes
+    arrive the rest is read up to the end of the connection, which the server closes.
+    """
     for _ in range(40):
         writer.write(b" ")
         await writer.drain()
         try:
-            return await asyncio.wait_for(reader.read(4096), 0.1)
+            first = await asyncio.wait_for(reader.read(4096), 0.1)
         except TimeoutError:
             continue
+        return first + await asyncio.wait_for(reader.read(), 5)
     return b""
 
 
