@@ -244,6 +244,7 @@ async def test_shutting_down_upstream_is_drained(rig: Rig, proxy: httpx.AsyncCli
 
 
 async def test_no_healthy_upstream_gives_503(rig: Rig, proxy: httpx.AsyncClient) -> None:
+    assert await metric_value(proxy, "tolk_proxy_pair_upstreams_healthy", pair="en>de") == 2
     rig.set(rig.u1, mode="unready")
     rig.set(rig.u2, mode="unready")
 
@@ -258,6 +259,13 @@ async def test_no_healthy_upstream_gives_503(rig: Rig, proxy: httpx.AsyncClient)
     assert error["code"] == "no_healthy_upstream"
     assert len(error["upstreams"]) == 2
     assert int(r.headers["retry-after"]) >= 1
+    # What the alert on a pair with no healthy upstream reads.
+    text = (await proxy.get("/metrics")).text
+    healthy = dict(
+        (labels["pair"], value)
+        for labels, value in metric_samples(text, "tolk_proxy_pair_upstreams_healthy")
+    )
+    assert healthy["en>de"] == healthy["fr>en"] == healthy["es>de"] == 0
 
 
 async def test_deadline_gives_504(rig: Rig, proxy: httpx.AsyncClient) -> None:

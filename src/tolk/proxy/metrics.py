@@ -101,6 +101,13 @@ class _UpstreamState:
                 labels=["upstream"],
             ),
         }
+        pairs = GaugeMetricFamily(
+            "tolk_proxy_pair_upstreams_healthy",
+            "Healthy upstreams serving each language pair (source>target) that some known "
+            "upstream serves: 0 means that pair's requests fail here.",
+            labels=["pair"],
+        )
+        healthy: dict[str, int] = {}
         upstream: Upstream
         for upstream in list(self.pool.upstreams.values()):
             label = [upstream.url]
@@ -109,4 +116,9 @@ class _UpstreamState:
             families["outstanding"].add_metric(label, upstream.outstanding)
             families["waiting"].add_metric(label, upstream.waiting)
             families["kv"].add_metric(label, upstream.kv_usage)
+            for pair in {p for m in upstream.models.values() for p in m.pairs}:
+                healthy[pair] = healthy.get(pair, 0) + (1 if upstream.up else 0)
+        for pair, count in sorted(healthy.items()):
+            pairs.add_metric([pair], count)
         yield from families.values()
+        yield pairs

@@ -105,7 +105,7 @@ def create_app(config: TolkConfig) -> FastAPI:
         pool = ModelPool.start(config.models, engine_metrics)
         vllm_compat.cache_envs()
         app.state.pool = pool
-        metrics.engines.engines = pool.engines
+        metrics.start_models(pool.engines)
         glossaries = {
             name: NamedGlossary(g.source_lang, g.target_lang, g.entries)
             for name, g in config.glossaries.items()

@@ -118,6 +118,15 @@ class ServiceMetrics:
         self.gpu = gpu if gpu is not None else GpuCollector()
         r.register(self.gpu)
 
+    def start_models(self, engines: Sequence[ModelEngine]) -> None:
+        """Watch these engines; every per-model counter gets its series (at 0) now, so
+        rate() over it and alerts on it have data from the first scrape, not from the first
+        translation or refusal."""
+        self.engines.engines = engines
+        for engine in engines:
+            for counter in (self.texts, self.characters, self.rejections):
+                counter.labels(engine.name)
+
     def exposition(self, names: Collection[str] = ()) -> bytes:
         """Prometheus text; with `names` only those families (`/metrics?name[]=...`, as
         prometheus_client's own handler offers; its restricted_registry cannot see inside
