@@ -1,5 +1,5 @@
 """Command-line entry points: `tolk serve`, `tolk translate`, `tolk make-test-model`,
-`tolk bench`, `tolk tune`, `tolk proxy`, `tolk keys`."""
+`tolk bench`, `tolk tune`, `tolk proxy`, `tolk fleet`, `tolk keys`."""
 
 from __future__ import annotations
 
@@ -24,6 +24,7 @@ app = typer.Typer(
 
 def _add_subcommands() -> None:
     from tolk.bench.cli import app as bench_app
+    from tolk.fleet_cli import fleet_command
     from tolk.keys_cli import app as keys_app
     from tolk.proxy.cli import proxy_command
     from tolk.translate_cli import translate_command
@@ -34,6 +35,7 @@ def _add_subcommands() -> None:
     app.command("translate")(translate_command)
     app.command("tune")(tune_command)
     app.command("proxy")(proxy_command)
+    app.command("fleet")(fleet_command)
 
 
 _add_subcommands()

@@ -41,14 +41,18 @@ class LocalServer:
         *,
         env: Mapping[str, str] | None = None,
         cwd: Path | None = None,
-        ready_timeout: float = 300,
+        ready_timeout: float | None = 300,
         ready_path: str = "/ready",
     ) -> LocalServer:
+        """Start `command`; wait for `ready_path` to answer 200 unless `ready_timeout` is
+        None (then call wait_ready: several can start side by side)."""
         with log_path.open("wb") as log:
             proc = subprocess.Popen(
                 list(command), stdout=log, stderr=subprocess.STDOUT, env=env, cwd=cwd
             )
         server = cls(proc, f"http://127.0.0.1:{port}", log_path)
+        if ready_timeout is None:
+            return server
         try:
             server.wait_ready(ready_timeout, ready_path)
         except BaseException:
@@ -103,7 +107,7 @@ def start_tolk(config: TolkConfig, model: ModelSettings, workdir: Path, name: st
 
 
 def start_server(
-    config: TolkConfig, workdir: Path, name: str, ready_timeout: float = 300
+    config: TolkConfig, workdir: Path, name: str, ready_timeout: float | None = 300
 ) -> LocalServer:
     """`tolk serve` with `config` on a free loopback port."""
     workdir = workdir.resolve()  # the server runs in workdir: every path it gets is absolute

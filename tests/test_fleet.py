@@ -1,0 +1,75 @@
+"""`tolk fleet`: one command starts a server, the proxy and (with the binary) Prometheus with
+tolk's rules on loopback, prints their URLs, and Ctrl-C stops every process it started."""
+
+from __future__ import annotations
+
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import httpx
+import psutil
+
+from tests.helpers import REPO, runtime_env
+
+URL_ROW = re.compile(r"│ (?P<what>[^│]+?) +│ (?P<url>http://127\.0\.0\.1:\d+) +│")
+
+
+def test_a_fleet_starts_serves_and_stops_without_leftovers(tmp_path: Path) -> None:
+    out = tmp_path / "fleet.out"
+    family: list[psutil.Process] = []
+    command = [
+        sys.executable, "-m", "tolk", "fleet", "--servers", "1", "--port", "0",
+        "--prometheus-port", "0", "--scrape-interval", "1", "--workdir", str(tmp_path / "run"),
+    ]  # fmt: skip
+    with out.open("wb") as sink:
+        fleet = subprocess.Popen(
+            command, cwd=REPO, env=runtime_env(), stdout=sink, stderr=subprocess.STDOUT
+        )
+    try:
+        deadline = time.monotonic() + 300
+        while "Ctrl-C stops everything" not in out.read_text():
+            assert fleet.poll() is None, out.read_text()
+            assert time.monotonic() < deadline, out.read_text()
+            time.sleep(0.5)
+        family = psutil.Process(fleet.pid).children(recursive=True)
+        urls = {m["what"]: m["url"] for m in URL_ROW.finditer(out.read_text())}
+        proxy = urls["proxy (send requests here)"]
+        assert set(urls) >= {"proxy (send requests here)", "server 1"}
+
+        answer = httpx.post(
+            f"{proxy}/translate",
+            json={"text": "Good morning.", "source_lang": "en", "target_lang": "de"},
+            timeout=60,
+        )
+        assert answer.status_code == 200, answer.text
+        assert answer.headers["x-tolk-upstream"] == urls["server 1"]
+
+        if shutil.which("prometheus") is None:
+            assert "no `prometheus` on PATH" in out.read_text()
+        else:
+            prometheus = urls["prometheus"]
+            groups = httpx.get(f"{prometheus}/api/v1/rules", timeout=10).json()["data"]["groups"]
+            assert {g["name"] for g in groups} == {"tolk-recording", "tolk-alerts"}
+
+            def jobs_up() -> set[str]:
+                targets = httpx.get(f"{prometheus}/api/v1/targets", timeout=10).json()
+                active = targets["data"]["activeTargets"]
+                return {t["labels"]["job"] for t in active if t["health"] == "up"}
+
+            while jobs_up() != {"tolk-server", "tolk-proxy"}:
+                assert time.monotonic() < deadline, jobs_up()
+                time.sleep(0.5)
+
+        fleet.send_signal(signal.SIGINT)
+        assert fleet.wait(120) == 0, out.read_text()
+    finally:
+        if fleet.poll() is None:
+            fleet.kill()
+    _, alive = psutil.wait_procs(family, timeout=30)
+    assert alive == [], f"left behind: {[p.pid for p in alive]}"
+    assert "no process of the fleet is left" in out.read_text()
