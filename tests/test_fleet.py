@@ -3,6 +3,7 @@ tolk's rules on loopback, prints their URLs, and Ctrl-C stops every process it s
 
 from __future__ import annotations
 
+import contextlib
 import re
 import shutil
 import signal
@@ -15,6 +16,7 @@ import httpx
 import psutil
 
 from tests.helpers import REPO, runtime_env
+from tolk.fleet_cli import READY
 
 URL_ROW = re.compile(r"│ (?P<what>[^│]+?) +│ (?P<url>http://127\.0\.0\.1:\d+) +│")
 
@@ -32,7 +34,7 @@ def test_a_fleet_starts_serves_and_stops_without_leftovers(tmp_path: Path) -> No
         )
     try:
         deadline = time.monotonic() + 300
-        while "Ctrl-C stops everything" not in out.read_text():
+        while READY not in out.read_text():
             assert fleet.poll() is None, out.read_text()
             assert time.monotonic() < deadline, out.read_text()
             time.sleep(0.5)
@@ -68,8 +70,43 @@ def test_a_fleet_starts_serves_and_stops_without_leftovers(tmp_path: Path) -> No
         fleet.send_signal(signal.SIGINT)
         assert fleet.wait(120) == 0, out.read_text()
     finally:
-        if fleet.poll() is None:
+        if fleet.poll() is None:  # the test failed: leave nothing running for the next ones
+            family += psutil.Process(fleet.pid).children(recursive=True)
             fleet.kill()
+            for process in family:
+                with contextlib.suppress(psutil.NoSuchProcess):
+                    process.kill()
     _, alive = psutil.wait_procs(family, timeout=30)
     assert alive == [], f"left behind: {[p.pid for p in alive]}"
     assert "no process of the fleet is left" in out.read_text()
+
+
+def test_what_the_fleet_started_stops_even_if_the_fleet_is_killed(tmp_path: Path) -> None:
+    """`kill -9` of the process that started them (no Ctrl-C, no cleanup): each process it
+    started with stop_with_parent gets SIGTERM from the kernel."""
+    starter = (
+        "import sys, time\n"
+        "from pathlib import Path\n"
+        "from tolk.bench.processes import LocalServer, free_port\n"
+        "port = free_port()\n"
+        "command = [sys.executable, '-m', 'http.server', str(port), '--bind', '127.0.0.1']\n"
+        "child = LocalServer.start(command, port, Path(sys.argv[1]), ready_path='/',\n"
+        "                          stop_with_parent=True)\n"
+        "print(child.proc.pid, flush=True)\n"
+        "time.sleep(120)\n"
+    )
+    parent = subprocess.Popen(
+        [sys.executable, "-c", starter, str(tmp_path / "child.log")],
+        cwd=REPO, env=runtime_env(), stdout=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    assert parent.stdout is not None
+    child = psutil.Process(int(parent.stdout.readline()))
+    try:
+        assert child.is_running()
+        parent.kill()
+        parent.wait(10)
+        _, alive = psutil.wait_procs([child], timeout=10)
+        assert alive == []
+    finally:
+        with contextlib.suppress(psutil.NoSuchProcess):
+            child.kill()

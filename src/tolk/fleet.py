@@ -1,19 +1,20 @@
 """`tolk fleet`: a whole deployment on this machine, on loopback: N `tolk serve` processes,
 the proxy in front of them and, where a `prometheus` binary is installed, Prometheus scraping
-them all with tolk's rules (deploy/prometheus/rules.yml). Stopped as one, by PID."""
+them all with tolk's rules (deploy/prometheus/rules.yml). Stopped as one, by PID; and should
+`tolk fleet` itself be killed outright, each of them gets SIGTERM (parent-death signal)."""
 
 from __future__ import annotations
 
 import shutil
-import sys
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import yaml
 
 from tolk.bench.processes import LocalServer, free_port, start_server
+from tolk.bench.proxy import start_proxy
 from tolk.config import TolkConfig
 
 # deploy/ sits beside src/ in a checkout; an installed tolk has no rules of its own.
@@ -59,23 +60,22 @@ def start_prometheus(
     ]
     return LocalServer.start(
         command, port, workdir / "prometheus.log", cwd=workdir, ready_timeout=60,
-        ready_path="/-/ready",
+        ready_path="/-/ready", stop_with_parent=True,
     )  # fmt: skip
 
 
-@dataclass
+@dataclass(frozen=True)
 class Fleet:
     servers: list[LocalServer]
-    proxy: LocalServer | None = None
-    prometheus: LocalServer | None = None
-    notes: list[str] = field(default_factory=list)
+    proxy: LocalServer
+    prometheus: LocalServer | None
+    notes: list[str]
 
     def members(self) -> list[tuple[str, LocalServer]]:
         """Its processes by name, the one to send requests to first."""
-        head = [("proxy (send requests here)", self.proxy)] if self.proxy is not None else []
-        tail = [("prometheus", self.prometheus)] if self.prometheus is not None else []
         servers = [(f"server {i + 1}", s) for i, s in enumerate(self.servers)]
-        return [*head, *servers, *tail]
+        tail = [("prometheus", self.prometheus)] if self.prometheus is not None else []
+        return [("proxy (send requests here)", self.proxy), *servers, *tail]
 
     def urls(self) -> list[tuple[str, str]]:
         return [(name, p.url) for name, p in self.members()]
@@ -90,9 +90,7 @@ class Fleet:
 
     def stop(self) -> None:
         """Prometheus, the proxy, then the servers (each drains); anything left is killed."""
-        for process in (self.prometheus, self.proxy, *self.servers):
-            if process is not None:
-                process.stop()
+        _stop([*self.servers, self.proxy, *([self.prometheus] if self.prometheus else [])])
 
 
 def start_fleet(
@@ -106,54 +104,47 @@ def start_fleet(
     scrape_interval: float = 5.0,
     say: Callable[[str], None] = lambda line: None,
 ) -> Fleet:
-    """Start the fleet; on any failure stop what started and raise."""
+    """Start the fleet; on any failure (or Ctrl-C) stop what had started, and raise."""
     workdir.mkdir(parents=True, exist_ok=True)
-    fleet = Fleet([])
+    started: list[LocalServer] = []
+    notes: list[str] = []
     try:
         say(f"starting {count} server(s) (each loads its engines: tens of seconds)")
-        fleet.servers = _start_servers(config, count, workdir)
+        for i in range(count):  # all at once: their engines load side by side
+            name = f"server-{i + 1}"
+            started.append(
+                start_server(config, workdir, name, ready_timeout=None, stop_with_parent=True)
+            )
+        servers = list(started)
+        for server in servers:
+            server.wait_ready(600)
         say("starting the proxy")
-        fleet.proxy = _start_proxy([s.url for s in fleet.servers], workdir, proxy_port)
+        upstreams = [s.url for s in servers]
+        proxy = start_proxy(
+            workdir, "proxy", upstreams, port=proxy_port, stop_with_parent=True, log_level="info"
+        )
+        started.append(proxy)
+        scraper = None
         binary = prometheus or shutil.which("prometheus")
         if binary is None:
-            fleet.notes.append(
+            notes.append(
                 "no `prometheus` on PATH, so no Prometheus: install Debian's `prometheus` "
                 "package (apt-get install prometheus) or put the binary on PATH"
             )
         else:
             rules = [RULES] if RULES.is_file() else []
             if not rules:
-                fleet.notes.append(f"no rules at {RULES}: Prometheus runs without alerts")
+                notes.append(f"no rules at {RULES}: Prometheus runs without alerts")
             say("starting Prometheus")
-            scrape = prometheus_config(
-                [s.url for s in fleet.servers], [fleet.proxy.url], rules, scrape_interval
-            )
-            fleet.prometheus = start_prometheus(binary, scrape, workdir, prometheus_port)
+            scrape = prometheus_config(upstreams, [proxy.url], rules, scrape_interval)
+            scraper = start_prometheus(binary, scrape, workdir, prometheus_port)
     except BaseException:
-        fleet.stop()
+        _stop(started)
         raise
-    return fleet
+    return Fleet(servers, proxy, scraper, notes)
 
 
-def _start_servers(config: TolkConfig, count: int, workdir: Path) -> list[LocalServer]:
-    """All at once: their engines load side by side."""
-    started: list[LocalServer] = []
-    try:
-        for i in range(count):
-            started.append(start_server(config, workdir, f"server-{i + 1}", ready_timeout=None))
-        for server in started:
-            server.wait_ready(600)
-    except BaseException:
-        for server in started:
-            server.stop()
-        raise
-    return started
-
-
-def _start_proxy(upstreams: list[str], workdir: Path, port: int | None) -> LocalServer:
-    port = port or free_port()
-    config = {"host": "127.0.0.1", "port": port, "upstreams": upstreams, "log_level": "info"}
-    path = workdir / "proxy.yaml"
-    path.write_text(yaml.safe_dump(config))
-    command = [sys.executable, "-m", "tolk", "proxy", "--config", str(path)]
-    return LocalServer.start(command, port, workdir / "proxy.log", cwd=workdir)
+def _stop(processes: list[LocalServer]) -> None:
+    """The last started first."""
+    for process in reversed(processes):
+        process.stop()

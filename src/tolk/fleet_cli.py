@@ -5,6 +5,7 @@ from __future__ import annotations
 import signal
 import tempfile
 import threading
+import time
 from pathlib import Path
 from types import FrameType
 from typing import Annotated
@@ -16,6 +17,12 @@ from rich.table import Table
 from tolk.config import ConfigError, load_config
 
 DEMO_CONFIG = Path("configs/demo.yaml")
+READY = "fleet ready: Ctrl-C stops everything"
+
+
+def say(line: str, colour: str | None = None) -> None:
+    """One line of progress on stderr, never wrapped (scripts and tests read them)."""
+    typer.secho(f"[{time.strftime('%H:%M:%S')}] {line}", fg=colour, err=True)
 
 
 def fleet_command(
@@ -41,7 +48,6 @@ def fleet_command(
     them all."""
     from tolk.fleet import start_fleet
 
-    console = Console(stderr=True)
     try:
         settings = load_config(config)
     except ConfigError as exc:
@@ -67,13 +73,13 @@ def fleet_command(
             prometheus_port=prometheus_port or None,
             prometheus=prometheus,
             scrape_interval=scrape_interval,
-            say=lambda line: console.log(line),
+            say=say,
         )
     except KeyboardInterrupt:
-        console.log("stopped while starting; everything it had started is stopped")
+        say("stopped while starting; everything it had started is stopped")
         raise typer.Exit(130) from None
     except RuntimeError as exc:
-        console.log(f"[red]the fleet did not start: {exc}")
+        say(f"the fleet did not start: {exc}", typer.colors.RED)
         raise typer.Exit(1) from exc
 
     table = Table(title="tolk fleet", title_justify="left")
@@ -83,21 +89,22 @@ def fleet_command(
         table.add_row(name, url)
     Console().print(table)
     for note in fleet.notes:
-        console.log(f"[yellow]{note}")
-    console.log(f"logs and configs: {where}; Ctrl-C stops everything")
+        say(note, typer.colors.YELLOW)
+    say(f"logs and configs: {where}")
+    typer.echo(READY, err=True)
     code = 0
     try:
         while not stop.wait(1.0):
             if ended := fleet.exited():
-                console.log("[red]" + "; ".join(ended) + ": stopping the rest")
+                say("; ".join(ended) + ": stopping the rest", typer.colors.RED)
                 code = 1
                 break
     except KeyboardInterrupt:
         pass
-    console.log("stopping the fleet (servers drain their requests first)")
+    say("stopping the fleet (servers drain their requests first)")
     # A second Ctrl-C must not cut the stop short and leave processes behind.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
     fleet.stop()
-    console.log("stopped: no process of the fleet is left")
+    say("stopped: no process of the fleet is left")
     raise typer.Exit(code)

@@ -4,6 +4,7 @@ when its /ready answers 200, stopped by PID with SIGTERM (SIGKILL for anything l
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import signal
 import socket
 import subprocess
@@ -19,11 +20,19 @@ import yaml
 
 from tolk.config import ModelSettings, TolkConfig
 
+PR_SET_PDEATHSIG = 1
+
 
 def free_port() -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
         s.bind(("127.0.0.1", 0))
         return int(s.getsockname()[1])
+
+
+def _term_with_parent() -> None:
+    """In the child, before exec: SIGTERM when its parent dies (Linux's parent-death
+    signal; tolk.engine.lineage explains it, for the engines' processes)."""
+    ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
 
 
 @dataclass
@@ -43,12 +52,20 @@ class LocalServer:
         cwd: Path | None = None,
         ready_timeout: float | None = 300,
         ready_path: str = "/ready",
+        stop_with_parent: bool = False,
     ) -> LocalServer:
         """Start `command`; wait for `ready_path` to answer 200 unless `ready_timeout` is
-        None (then call wait_ready: several can start side by side)."""
+        None (then call wait_ready: several can start side by side). `stop_with_parent`: the
+        process gets SIGTERM if this one dies, even by SIGKILL (start it on a thread that
+        lives as long as it should: the signal follows the starting thread)."""
         with log_path.open("wb") as log:
             proc = subprocess.Popen(
-                list(command), stdout=log, stderr=subprocess.STDOUT, env=env, cwd=cwd
+                list(command),
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                env=env,
+                cwd=cwd,
+                preexec_fn=_term_with_parent if stop_with_parent else None,
             )
         server = cls(proc, f"http://127.0.0.1:{port}", log_path)
         if ready_timeout is None:
@@ -107,7 +124,11 @@ def start_tolk(config: TolkConfig, model: ModelSettings, workdir: Path, name: st
 
 
 def start_server(
-    config: TolkConfig, workdir: Path, name: str, ready_timeout: float | None = 300
+    config: TolkConfig,
+    workdir: Path,
+    name: str,
+    ready_timeout: float | None = 300,
+    stop_with_parent: bool = False,
 ) -> LocalServer:
     """`tolk serve` with `config` on a free loopback port."""
     workdir = workdir.resolve()  # the server runs in workdir: every path it gets is absolute
@@ -118,5 +139,10 @@ def start_server(
     config_path.write_text(yaml.safe_dump(derived))
     command = [sys.executable, "-m", "tolk", "serve", "--config", str(config_path)]
     return LocalServer.start(
-        command, port, workdir / f"{name}.log", cwd=workdir, ready_timeout=ready_timeout
+        command,
+        port,
+        workdir / f"{name}.log",
+        cwd=workdir,
+        ready_timeout=ready_timeout,
+        stop_with_parent=stop_with_parent,
     )

@@ -55,13 +55,24 @@ def start_standin(
     return LocalServer.start(command, port, workdir / f"{name}.log", cwd=workdir)
 
 
-def start_proxy(workdir: Path, name: str, upstreams: list[str], **settings: Any) -> LocalServer:
-    port = free_port()
+def start_proxy(
+    workdir: Path,
+    name: str,
+    upstreams: list[str],
+    port: int | None = None,
+    stop_with_parent: bool = False,
+    **settings: Any,
+) -> LocalServer:
+    """`tolk proxy` in front of `upstreams` on loopback (`port`, or a free one), ready when
+    its /ready is 200; `settings` are proxy.yaml's."""
+    port = port or free_port()
     config = {"port": port, "upstreams": upstreams, "log_level": "warning", **settings}
     path = workdir / f"{name}.yaml"
     path.write_text(yaml.safe_dump(config))
     command = [sys.executable, "-m", "tolk", "proxy", "--config", str(path)]
-    return LocalServer.start(command, port, workdir / f"{name}.log", cwd=workdir)
+    return LocalServer.start(
+        command, port, workdir / f"{name}.log", cwd=workdir, stop_with_parent=stop_with_parent
+    )
 
 
 def run_proxy_bench(
