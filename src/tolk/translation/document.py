@@ -192,6 +192,14 @@ def _tight(out: Rendered) -> Rendered:
         before, after = out[i - 1], out[i + 1]
         if not isinstance(before, str) or not isinstance(after, str):
             continue
+        # Whitespace alone between this tag and an atom stays: `<b><i>x</b> </i>` is
+        # misnested HTML whose parse rebuilds the <i> only around that text.
+        if piece.kind == "close":
+            alone, beyond = not before.strip(), out[i - 2] if i >= 2 else None
+        else:
+            alone, beyond = not after.strip(), out[i + 2] if i + 2 < len(out) else None
+        if alone and isinstance(beyond, Tag) and beyond.kind == "atom":
+            continue
         # At the unit's edges the space is dropped: the unit's outer whitespace is the
         # source's (a list item's first line sets its content's indentation).
         if piece.kind == "open":
