@@ -27,11 +27,10 @@ from tests.manifests import (
 )
 from tolk.config import build_config
 from tolk.proxy.config import ProxyConfig
+from tolk.server.lifecycle import WRITE_MARGIN
 
 # The oldest Kubernetes still commonly run, and the newest the schemas know.
 VERSIONS = ("1.30.0", kubernetes_validate.latest_version())
-# tolk serve lets uvicorn finish writing for this long after shutdown_grace (tolk.cli).
-WRITE_MARGIN = 5
 
 
 @pytest.fixture(params=OVERLAYS)

@@ -98,7 +98,7 @@ def run_server(settings: TolkConfig) -> None:
     import uvicorn
 
     from tolk.server.app import create_app
-    from tolk.server.lifecycle import EXIT_ENGINE_FAILED
+    from tolk.server.lifecycle import EXIT_ENGINE_FAILED, WRITE_MARGIN
 
     level = settings.server.log_level
     logging.basicConfig(
@@ -135,8 +135,7 @@ def run_server(settings: TolkConfig) -> None:
             host=server_settings.host,
             port=server_settings.port,
             log_level=level,
-            # Room after the drain's grace period for the 503s it sends to be written.
-            timeout_graceful_shutdown=int(server_settings.shutdown_grace) + 5,
+            timeout_graceful_shutdown=int(server_settings.shutdown_grace) + WRITE_MARGIN,
             access_log=level == "debug",
             limit_concurrency=server_settings.max_connections,
             timeout_keep_alive=math.ceil(server_settings.keep_alive),

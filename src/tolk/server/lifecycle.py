@@ -27,6 +27,9 @@ log = logging.getLogger("tolk.server")
 # The exit status of a server that gave up on a model whose engine kept dying (after
 # draining): its supervisor should start a fresh process.
 EXIT_ENGINE_FAILED = 3
+# Seconds uvicorn keeps going after the drain's grace period, for the 503s it sent to be
+# written; a supervisor's stop timeout must cover shutdown_grace + this.
+WRITE_MARGIN = 5
 
 
 class Lifecycle:
