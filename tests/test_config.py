@@ -96,3 +96,25 @@ def test_serve_refuses_invalid_config_at_startup(tmp_path: Path) -> None:
     )
     assert result.returncode == 2
     assert "models.0.engine.max_num_seqs" in result.stderr
+
+
+@pytest.mark.parametrize("command", ["serve", "fleet"])
+def test_a_missing_model_directory_is_named_before_any_engine_starts(
+    tmp_path: Path, command: str
+) -> None:
+    """A fresh clone has no models/demo until `make demo-model`; vLLM would take the missing
+    directory for a hub id and fail with a repo-id message that names neither."""
+    path = tmp_path / "tolk.yaml"
+    path.write_text("models:\n  - {name: demo, path: ../models/demo, languages: [en, de]}\n")
+    result = subprocess.run(
+        [sys.executable, "-m", "tolk", command, "--config", str(path)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert result.returncode == 2, result.stderr
+    assert f"model 'demo': there is nothing at {tmp_path.parent / 'models' / 'demo'}" in (
+        result.stderr
+    )
+    assert "make demo-model" in result.stderr
+    assert "starting" not in result.stderr.lower()  # neither an engine nor a fleet server

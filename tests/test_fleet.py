@@ -14,18 +14,31 @@ from pathlib import Path
 
 import httpx
 import psutil
+import yaml
 
-from tests.helpers import REPO, runtime_env
+from tests.helpers import REPO, model_config, runtime_env
 from tolk.fleet_cli import READY
 
 URL_ROW = re.compile(r"│ (?P<what>[^│]+?) +│ (?P<url>http://127\.0\.0\.1:\d+) +│")
 
 
-def test_a_fleet_starts_serves_and_stops_without_leftovers(tmp_path: Path) -> None:
+def test_a_fleet_starts_serves_and_stops_without_leftovers(
+    tmp_path: Path, test_model: Path
+) -> None:
     out = tmp_path / "fleet.out"
     family: list[psutil.Process] = []
+    config = tmp_path / "fleet.yaml"
+    config.write_text(
+        yaml.safe_dump(
+            {
+                "server": {"shutdown_grace": 5},
+                "models": [model_config("demo", test_model, languages=["en", "de"])],
+            }
+        )
+    )
     command = [
-        sys.executable, "-m", "tolk", "fleet", "--servers", "1", "--port", "0",
+        sys.executable, "-m", "tolk", "fleet", "--config", str(config), "--servers", "1",
+        "--port", "0",
         "--prometheus-port", "0", "--scrape-interval", "1", "--workdir", str(tmp_path / "run"),
     ]  # fmt: skip
     with out.open("wb") as sink:

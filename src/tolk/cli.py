@@ -12,7 +12,13 @@ from typing import Annotated, Any
 
 import typer
 
-from tolk.config import ConfigError, TolkConfig, build_config, load_config
+from tolk.config import (
+    ConfigError,
+    TolkConfig,
+    build_config,
+    load_config,
+    require_model_directories,
+)
 
 app = typer.Typer(
     help="tolk: a self-hosted, high-throughput machine-translation server on vLLM.",
@@ -88,6 +94,7 @@ def serve(
         else:
             _fail("give --config FILE, or --model PATH_OR_HUB_ID to serve one model")
             return
+        require_model_directories(settings)
     except ConfigError as exc:
         _fail(str(exc))
         return

@@ -135,6 +135,21 @@ class ModelSettings(_Strict):
             languages=self.languages, pairs=tuple(parse_pair(p) for p in self.pairs)
         )
 
+    def missing_directory(self) -> str | None:
+        """Why `path` cannot be loaded, when it names a local directory (absolute, ./, ../
+        or ~) that is not there; None otherwise. Without this check vLLM takes the missing
+        directory for a hub id and fails with an unrelated repo-id message."""
+        if not re.match(r"^(/|\.\.?/|~)", self.path):
+            return None
+        where = Path(self.path).expanduser()
+        if where.exists():
+            return None
+        return (
+            f"model '{self.name}': there is nothing at {where}. For the demo model run "
+            f"`make demo-model` (or `tolk make-test-model {where}`); for a real model give "
+            "its directory or a Hugging Face id such as Qwen/Qwen2.5-1.5B-Instruct"
+        )
+
 
 class ServerSettings(_Strict):
     host: str = "127.0.0.1"
@@ -331,6 +346,13 @@ def build_config(
         return TolkConfig.model_validate(data)
     except ValidationError as exc:
         raise ConfigError(describe_validation_error(exc, source)) from exc
+
+
+def require_model_directories(settings: TolkConfig) -> None:
+    """ConfigError naming each configured local model directory that is missing."""
+    missing = [m for m in (model.missing_directory() for model in settings.models) if m]
+    if missing:
+        raise ConfigError("; ".join(missing))
 
 
 def read_yaml_mapping(path: Path, expected: str) -> dict[str, Any]:

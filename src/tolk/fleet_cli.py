@@ -14,7 +14,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from tolk.config import ConfigError, load_config
+from tolk.config import ConfigError, load_config, require_model_directories
 
 DEMO_CONFIG = Path("configs/demo.yaml")
 READY = "fleet ready: Ctrl-C stops everything"
@@ -50,6 +50,7 @@ def fleet_command(
 
     try:
         settings = load_config(config)
+        require_model_directories(settings)
     except ConfigError as exc:
         typer.secho(str(exc), fg=typer.colors.RED, err=True)
         raise typer.Exit(2) from exc

@@ -140,6 +140,8 @@ def build_llm(
     from vllm.v1.engine.async_llm import AsyncLLM
 
     begun = time.monotonic()
+    if missing := settings.missing_directory():
+        raise EngineStartError(settings.name, FileNotFoundError(missing))
     release = VllmRelease.installed()
     if not release.tested:
         log.warning("vLLM %s is not a release tolk is tested on", release.version)
