@@ -4,7 +4,7 @@ when its /ready answers 200, stopped by PID with SIGTERM (SIGKILL for anything l
 from __future__ import annotations
 
 import contextlib
-import ctypes
+import functools
 import signal
 import socket
 import subprocess
@@ -19,20 +19,13 @@ import psutil
 import yaml
 
 from tolk.config import ModelSettings, TolkConfig
-
-PR_SET_PDEATHSIG = 1
+from tolk.engine.lineage import signal_on_parent_death
 
 
 def free_port() -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
         s.bind(("127.0.0.1", 0))
         return int(s.getsockname()[1])
-
-
-def _term_with_parent() -> None:
-    """In the child, before exec: SIGTERM when its parent dies (Linux's parent-death
-    signal; tolk.engine.lineage explains it, for the engines' processes)."""
-    ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
 
 
 @dataclass
@@ -65,7 +58,12 @@ class LocalServer:
                 stderr=subprocess.STDOUT,
                 env=env,
                 cwd=cwd,
-                preexec_fn=_term_with_parent if stop_with_parent else None,
+                # Linux's parent-death signal (tolk.engine.lineage), SIGTERM so it drains.
+                preexec_fn=(
+                    functools.partial(signal_on_parent_death, signal.SIGTERM)
+                    if stop_with_parent
+                    else None
+                ),
             )
         server = cls(proc, f"http://127.0.0.1:{port}", log_path)
         if ready_timeout is None:

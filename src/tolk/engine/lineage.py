@@ -54,9 +54,11 @@ os.execv(sys.executable, [sys.executable, *sys.argv[2:]])' "$PPID" "$@"
 _installed = False
 
 
-def _die_with_parent() -> None:
+def signal_on_parent_death(signum: int = signal.SIGKILL) -> None:
+    """In a child (after fork, before or after exec): `signum` when the thread that started
+    it ends. tolk.bench.processes asks for SIGTERM, so what it starts can drain."""
     libc = ctypes.CDLL(None, use_errno=True)
-    if libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL) != 0:
+    if libc.prctl(PR_SET_PDEATHSIG, signum) != 0:
         os.write(2, b"tolk: prctl(PR_SET_PDEATHSIG) failed\n")
 
 
@@ -108,6 +110,6 @@ def bind_engines_to_this_process() -> bool:
         )
     else:
         multiprocessing.set_executable(str(launcher))
-    os.register_at_fork(after_in_child=_die_with_parent)
+    os.register_at_fork(after_in_child=signal_on_parent_death)
     _installed = True
     return launcher is not None
