@@ -32,6 +32,7 @@ def _add_subcommands() -> None:
     from tolk.bench.cli import app as bench_app
     from tolk.fleet_cli import fleet_command
     from tolk.keys_cli import app as keys_app
+    from tolk.models.cli import fetch_model_command
     from tolk.proxy.cli import proxy_command
     from tolk.translate_cli import translate_command
     from tolk.tune.cli import tune_command
@@ -42,6 +43,7 @@ def _add_subcommands() -> None:
     app.command("tune")(tune_command)
     app.command("proxy")(proxy_command)
     app.command("fleet")(fleet_command)
+    app.command("fetch-model")(fetch_model_command)
 
 
 _add_subcommands()
