@@ -21,8 +21,8 @@ class Progress(Protocol):
     def update(self, *, advance: int = 0, description: str | None = None) -> None:
         """Move the current step on by `advance`, or say what it is doing now."""
 
-    def finish(self) -> None:
-        """End the current step."""
+    def finish(self, *, failed: bool = False) -> None:
+        """End the current step (as given up, with `failed`)."""
 
     def note(self, message: str) -> None:
         """A line for the person watching (a fallback taken, a cached file used)."""
@@ -37,7 +37,7 @@ class Quiet:
     def update(self, *, advance: int = 0, description: str | None = None) -> None:
         pass
 
-    def finish(self) -> None:
+    def finish(self, *, failed: bool = False) -> None:
         pass
 
     def note(self, message: str) -> None:

@@ -56,10 +56,12 @@ class RichProgress:
             if advance:
                 self._bar.advance(task, advance)
 
-    def finish(self) -> None:
+    def finish(self, *, failed: bool = False) -> None:
         if self._bar is not None:
             task = self._bar.tasks[0]
-            if task.total is None:
+            if failed:
+                self._bar.update(task.id, description=f"[red]{task.description}: failed")
+            elif task.total is None:
                 self._bar.update(task.id, total=1, completed=1)
             self._bar.stop()
             self._bar = None
@@ -87,8 +89,12 @@ class PlainProgress:
         if description is not None:
             self._say(f"  {description}")
 
-    def finish(self) -> None:
+    def finish(self, *, failed: bool = False) -> None:
         if self._step is None:
+            return
+        if failed:
+            self._say(f"{self._step}: failed ({time.monotonic() - self._since:.1f} s)")
+            self._step = None
             return
         amount = ""
         if self._done:
@@ -139,9 +145,12 @@ def fetch_model_command(
     try:
         ensure_model(name, target, progress=progress, force=force)
     except (FetchError, ConversionError) as exc:
-        progress.finish()
+        progress.finish(failed=True)
         typer.secho(str(exc), fg=typer.colors.RED, err=True)
         raise typer.Exit(1) from None
+    except BaseException:
+        progress.finish(failed=True)
+        raise
     progress.finish()
     if already:
         progress.note(f"{source.description}: already in {target}")

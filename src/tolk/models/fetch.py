@@ -19,6 +19,7 @@ import hashlib
 import json
 import os
 import shutil
+import socket
 import subprocess
 import sys
 import tempfile
@@ -27,6 +28,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
+from urllib.parse import urlsplit
 
 from tolk.models import Progress, Quiet
 from tolk.models.convert import CONVERTER_VERSION, WEIGHTS_DTYPE, convert_gguf
@@ -235,6 +237,15 @@ def _from_hub(source: ModelSource, target: Path, progress: Progress) -> str | No
 
     if constants.HF_HUB_OFFLINE:
         return "HF_HUB_OFFLINE is set"
+    # huggingface_hub retries an unreachable hub for half a minute; one connection says it
+    # (unless a proxy is what reaches it).
+    url = urlsplit(constants.ENDPOINT)
+    proxied = any(os.environ.get(v) for v in ("HTTPS_PROXY", "https_proxy", "ALL_PROXY"))
+    if not proxied:
+        try:
+            socket.create_connection((url.hostname or "", url.port or 443), timeout=5).close()
+        except OSError as exc:
+            return f"{url.hostname} not reachable ({exc})"
     from huggingface_hub import hf_hub_download
 
     progress.start(f"hub: {source.hub_repo}/{source.gguf_file}")
@@ -242,7 +253,7 @@ def _from_hub(source: ModelSource, target: Path, progress: Progress) -> str | No
         try:
             path = Path(hf_hub_download(source.hub_repo, source.gguf_file, local_dir=scratch))
         except Exception as exc:  # any failure to reach or read the hub means: fall back
-            progress.finish()
+            progress.finish(failed=True)
             first = str(exc).splitlines()[0] if str(exc) else ""
             return f"not reachable ({type(exc).__name__}: {first})"
         progress.finish()
