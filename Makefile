@@ -1,4 +1,5 @@
-# make serve: set up if needed, make the demo model if missing, serve it on $(HOST):$(PORT).
+# make serve: set up if needed, fetch and convert the real model if missing (tolk fetch-model:
+#             Qwen2.5-Coder-0.5B-Instruct, 1.3 GB, ~2 minutes once), serve on $(HOST):$(PORT).
 # make test:  set up if needed, then ruff, mypy and the whole pytest suite.
 
 VENV := .venv
@@ -6,6 +7,7 @@ BIN := $(VENV)/bin
 HOST ?= 127.0.0.1
 PORT ?= 8000
 DEMO_MODEL := models/demo
+REAL_MODEL := models/qwen2.5-coder-0.5b-instruct
 
 # vLLM, torch and Hugging Face write caches, IPC sockets and compile artefacts outside the
 # working tree by default; keep them in the project's .runtime/ instead.
@@ -18,7 +20,7 @@ export TORCHINDUCTOR_CACHE_DIR := $(RUNTIME)/inductor
 export VLLM_NO_USAGE_STATS := 1
 export HF_HUB_OFFLINE ?= 1
 
-.PHONY: setup serve test lint typecheck pytest demo-model benchmarks clean
+.PHONY: setup serve test lint typecheck pytest demo-model real-model benchmarks clean
 
 setup:
 	@mkdir -p $(TMPDIR)
@@ -27,7 +29,10 @@ setup:
 demo-model: setup
 	@[ -f $(DEMO_MODEL)/config.json ] || $(BIN)/tolk make-test-model $(DEMO_MODEL)
 
-serve: demo-model
+real-model: setup
+	@[ -f $(REAL_MODEL)/tolk-model.json ] || $(BIN)/tolk fetch-model
+
+serve: real-model
 	$(BIN)/tolk serve --config configs/demo.yaml --host $(HOST) --port $(PORT)
 
 lint: setup
