@@ -489,3 +489,177 @@ def soak_command(
         )
 
     measured("soak", out, start, soak.table, soak.write)
+
+
+def _quality_json(path: Path) -> dict[str, Any]:
+    import json
+
+    file = path / "quality.json" if path.is_dir() else path
+    try:
+        return dict(json.loads(file.read_text()))
+    except (OSError, ValueError) as exc:
+        raise typer.BadParameter(f"{file}: {exc}") from exc
+
+
+def _quality_compare(a: Path, b: Path, out: Path | None) -> None:
+    from tolk.bench import quality_report
+
+    comparison = quality_report.compare(_quality_json(a), _quality_json(b))
+    out_dir = out_dir_for(out, "quality-compare")
+    written = quality_report.write_compare(comparison, out_dir)
+    show(quality_report.compare_table(comparison), written)
+
+
+@app.command("quality")
+def quality_command(
+    url: Annotated[str | None, typer.Option(help="A running tolk server to measure.")] = None,
+    config: Annotated[
+        Path | None, typer.Option(help="Or: start tolk from this config (stopped at the end).")
+    ] = None,
+    model: Annotated[
+        str | None,
+        typer.Option(help="With --config: only this model (its engine for --openai-start too)."),
+    ] = None,
+    apis: Annotated[
+        str, typer.Option(help="tolk's APIs measured: any of tolk,deepl,libretranslate.")
+    ] = "tolk",
+    openai: Annotated[
+        str | None,
+        typer.Option(
+            help="The baseline: an OpenAI-compatible server (raw `vllm serve`), sent "
+            "'Translate the following {Source} text into {Target}...', greedy, 512 tokens."
+        ),
+    ] = None,
+    openai_model: Annotated[
+        str | None, typer.Option(help="The model asked of --openai (default: its first).")
+    ] = None,
+    openai_start: Annotated[
+        Path | None,
+        typer.Option(
+            help="Or: start vLLM's own OpenAI server on this model directory, with tolk's "
+            "engine arguments (--config's model's, else tolk's defaults); stopped at the end."
+        ),
+    ] = None,
+    data: Annotated[
+        Path | None,
+        typer.Option(
+            help="A directory of aligned files, one sentence a line, named by "
+            "language (eng.txt, cmn_Hans.txt or en.txt). Default: ../shared/quality/flores101."
+        ),
+    ] = None,
+    pairs: Annotated[str, typer.Option(help="Language pairs, e.g. en-de,de-en.")] = (
+        "en-de,en-fr,en-es,en-zh,en-ne,de-en"
+    ),
+    sentences: Annotated[
+        int,
+        typer.Option(
+            help="The first N lines per pair. Size every run: a real 0.5B model on a "
+            "2-core CPU makes ~10-15 output tokens/s in all, so 40 sentences x 6 pairs take about "
+            "20 minutes per system; on a GPU, give 400."
+        ),
+    ] = 40,
+    offset: Annotated[int, typer.Option(help="Skip this many lines first.")] = 0,
+    markup: Annotated[
+        bool, typer.Option(help="Also markdown and HTML units made from the English (en-X).")
+    ] = False,
+    markup_sentences: Annotated[
+        int, typer.Option(help="Markup units per format and en-X pair.")
+    ] = 12,
+    documents: Annotated[
+        bool,
+        typer.Option(help="Also the case-study articles en>ne at each split mode (tolk API)."),
+    ] = False,
+    document_chars: Annotated[
+        int,
+        typer.Option(
+            help="The first N characters' worth of each article's lines (0: whole "
+            "articles of 12,000 and 8,600 characters: long on a CPU)."
+        ),
+    ] = 1000,
+    concurrency: Annotated[int, typer.Option(help="Requests at once per system.")] = 8,
+    compare: Annotated[
+        tuple[Path, Path] | None,
+        typer.Option(help="Compare two runs instead (quality.json or their directories)."),
+    ] = None,
+    out: OutOption = None,
+) -> None:
+    """Translation quality on human references: chrF++ and BLEU with 95% intervals, failure
+    rates (off-target, echo, loop, cut, truncated, empty), tolk's flags, latency and tokens."""
+    from tolk.bench import quality, quality_data, quality_report
+
+    if compare is not None:
+        _quality_compare(*compare, out)
+        return
+    if url and config:
+        raise typer.BadParameter("give --url or --config, not both")
+    if openai and openai_start:
+        raise typer.BadParameter("give --openai or --openai-start, not both")
+    if not (url or config or openai or openai_start):
+        raise typer.BadParameter(
+            "nothing to measure: give --url, --config, --openai or --openai-start"
+        )
+    chosen_apis = [a.strip() for a in apis.split(",") if a.strip()]
+    if not chosen_apis or set(chosen_apis) - set(quality.APIS):
+        raise typer.BadParameter(f"'{apis}': any of tolk,deepl,libretranslate", param_hint="--apis")
+    if sentences < 1 or offset < 0 or concurrency < 1:
+        raise typer.BadParameter("--sentences and --concurrency are positive, --offset >= 0")
+    folder = data or quality_data.DEFAULT_DATA
+    try:
+        chosen_pairs = quality_data.parse_pairs(pairs)
+        units = quality_data.sentences(folder, chosen_pairs, sentences, offset)
+        languages = set(quality_data.language_files(folder))
+    except (ValueError, OSError) as exc:
+        raise typer.BadParameter(str(exc)) from exc
+    if markup:
+        targets = [t for s, t in chosen_pairs if s == "en"]
+        if not targets or "en" not in languages:
+            raise typer.BadParameter("--markup is made from English: give an en-X pair")
+        english = quality_data.read_lines(quality_data.language_files(folder)["en"])
+        units += quality_data.markup_units(english, targets, markup_sentences, offset)
+    if documents:
+        units += quality_data.documents(document_chars or None)
+    warnings = []
+    if data is None and offset + sentences > quality.BUDGET_SAMPLE_FROM:
+        warnings.append(
+            f"lines past {quality.BUDGET_SAMPLE_FROM} are the sample tolk sizes output budgets "
+            "on (src/tolk/data/parallel): not independent test data"
+        )
+    plan = quality.Plan(
+        units=units,
+        concurrency=concurrency,
+        url=url,
+        config=config,
+        model=model,
+        apis=chosen_apis,
+        openai=openai,
+        openai_model=openai_model,
+        openai_start=openai_start,
+        languages=sorted(languages | {t for p in chosen_pairs for t in p} | {"en", "ne"}),
+        settings={
+            "data": str(folder),
+            "pairs": [f"{s}-{t}" for s, t in chosen_pairs],
+            "sentences_per_pair": sentences,
+            "offset": offset,
+            "concurrency": concurrency,
+            "markup_sentences": markup_sentences if markup else 0,
+            "document_chars": (document_chars or None) if documents else None,
+            "warnings": warnings,
+        },
+    )
+    measured(
+        "quality",
+        out,
+        lambda out_dir, progress: quality.run_quality(plan, out_dir, progress),
+        quality_report.table,
+        quality_report.write,
+    )
+
+
+@app.command("quality-compare")
+def quality_compare_command(
+    a: Annotated[Path, typer.Argument(help="Run A: its quality.json or directory.")],
+    b: Annotated[Path, typer.Argument(help="Run B, compared with A.")],
+    out: OutOption = None,
+) -> None:
+    """Two `bench quality` runs: score and failure-rate differences, paired bootstrap tests."""
+    _quality_compare(a, b, out)

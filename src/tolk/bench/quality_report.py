@@ -1,0 +1,538 @@
+"""`tolk bench quality`'s figures, from its per-text records alone: scores, failure rates,
+tolk's flags, latency and tokens; quality.json, quality.md, quality.png; and the comparison
+of two runs (`tolk bench quality-compare`).
+
+Everything here is computed from the records a run keeps (source, reference, output, flags,
+finish reason, latency), so a saved quality.json can be judged and scored again.
+
+Scores are sacrebleu's, so they can be compared with published ones: chrF++ (CHRF with word
+bigrams) and BLEU with the tokenizer its authors prescribe for the target ("zh" for Chinese,
+"ja-mecab" for Japanese when MeCab is installed, else "char", and "13a" for the rest), each
+with sacrebleu's 95% bootstrap confidence interval (1000 resamples, seeded) and the number
+of sentences. Failures are tolk.translation.checks' verdicts on each output, the very
+checks tolk's server applies, so the two agree on what a failure is. A comparison of two
+runs uses sacrebleu's paired bootstrap test for the scores and a paired bootstrap over the
+same sentences for the failure rates.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Iterable, Sequence
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from rich.table import Table
+from sacrebleu.metrics.bleu import BLEU
+from sacrebleu.metrics.chrf import CHRF
+from sacrebleu.significance import PairedTest, Result, _bootstrap_resample
+
+from tolk.bench.quality_data import UNSPACED, glued, markup_intact
+from tolk.bench.report import json_safe, save_figure
+from tolk.bench.stats import percentile
+from tolk.translation.checks import REPLACEMENT, OutputChecks, strip_cut_characters
+
+SCHEMA = "tolk.bench.quality/1"
+COMPARE_SCHEMA = "tolk.bench.quality-compare/1"
+N_BOOTSTRAP = 1000
+SEED = 12345  # sacrebleu's own default seed
+# The failures a report lists, in its order; then those a server must not leave unflagged.
+FAILURES = ("off_target", "echo", "loop", "cut_character", "truncated", "empty")
+SILENT = ("off_target", "echo", "loop")
+COLUMNS = [
+    "pair", "system", "chrF++ [95% CI]", "BLEU", "n", "errors", "off-target %", "echo %",
+    "loop %", "cut %", "truncated %", "empty %", "flagged", "unflagged %", "p50 s", "p95 s",
+    "out tokens",
+]  # fmt: skip
+
+
+@cache
+def bleu_tokenizer(target: str) -> str:
+    """sacrebleu's prescribed tokenizer for the target language, as it can run here."""
+    if target == "zh":
+        return "zh"
+    if target == "ja":
+        try:
+            BLEU(tokenize="ja-mecab")
+        except (RuntimeError, ImportError, AssertionError):
+            return "char"
+        return "ja-mecab"
+    return "13a"
+
+
+def score(
+    hypotheses: Sequence[str],
+    references: Sequence[str],
+    target: str,
+    n_bootstrap: int = N_BOOTSTRAP,
+) -> dict[str, Any]:
+    """chrF++ and BLEU of the hypotheses, each with its 95% bootstrap interval.
+
+    The interval is sacrebleu's: its seeded resampling of the sentence statistics and the
+    2.5th and 97.5th percentile of the resampled scores (the bounds its estimate_ci takes
+    half the distance of). Called here rather than through corpus_score(n_bootstrap=...),
+    which in sacrebleu 2.6 fails with "don't know how to coerce float and float32" when
+    some resamples score exactly 0 and others do not (BLEU of a poor system)."""
+    out: dict[str, Any] = {"n": len(hypotheses), "tokenizer": bleu_tokenizer(target)}
+    for name, metric in (
+        ("chrf", CHRF(word_order=2)),
+        ("bleu", BLEU(tokenize=out["tokenizer"])),
+    ):
+        stats = metric._extract_corpus_statistics(list(hypotheses), [list(references)])
+        out[name] = float(metric._aggregate_and_compute(stats).score)
+        out[f"{name}_ci"] = None
+        if n_bootstrap > 1 and stats:
+            metric.seed, resampled = _bootstrap_resample(stats, metric, n_bootstrap)
+            ordered = sorted(float(s.score) for s in resampled)
+            cut = len(ordered) // 40
+            out[f"{name}_ci"] = [min(100.0, ordered[cut]), min(100.0, ordered[-cut - 1])]
+            metric.n_bootstrap = n_bootstrap  # the signature says so
+        out[f"{name}_signature"] = metric.get_signature().format()
+    return out
+
+
+def judge(records: Iterable[dict[str, Any]], languages: Sequence[str]) -> None:
+    """Each record's `problems` (sentences, documents) or `markup` verdict, in place."""
+    checks = OutputChecks(sorted(set(languages)))
+    for r in records:
+        if r["kind"] in ("markdown", "html"):
+            ok = r["error"] is None
+            r["markup"] = {
+                "intact": ok and markup_intact(r["kind"], r["source"], r["output"]),
+                "glued": glued(r["kind"], r["source"], r["output"], r["target_lang"])
+                if ok
+                else None,
+            }
+            continue
+        if r["error"] is not None:
+            r["problems"] = []
+            continue
+        output, cut_at_end = strip_cut_characters(r["output"])
+        cut = cut_at_end or (REPLACEMENT in output and REPLACEMENT not in r["source"])
+        verdict = checks.check(
+            r["source"],
+            output,
+            r["source_lang"],
+            r["target_lang"],
+            finish_reason=r.get("finish_reason"),
+            cut_character=cut,
+        )
+        r["problems"] = list(verdict.problems)
+        r["detected"] = verdict.language
+
+
+def _groups(records: Iterable[dict[str, Any]], kind: str) -> dict[tuple[str, ...], list[Any]]:
+    groups: dict[tuple[str, ...], list[Any]] = {}
+    for r in records:
+        if r["kind"] == kind:
+            key = (r["pair"], r["system"]) + ((r["split"],) if kind == "document" else ())
+            groups.setdefault(key, []).append(r)
+    return groups
+
+
+def _timing(rows: list[dict[str, Any]]) -> dict[str, Any]:
+    latencies = [r["latency_s"] for r in rows if r["error"] is None]
+    tokens = [r["output_tokens"] for r in rows if r.get("output_tokens") is not None]
+    return {
+        "latency_s": {"p50": percentile(latencies, 50), "p95": percentile(latencies, 95)},
+        "output_tokens": sum(tokens) if tokens else None,
+    }
+
+
+def sentence_row(pair: str, system: str, rows: list[dict[str, Any]]) -> dict[str, Any]:
+    n = len(rows)
+    target = rows[0]["target_lang"]
+    problems = [r for r in rows if r["problems"]]
+    unflagged = [r for r in rows if set(r["problems"]) & set(SILENT) - set(r["flags"])]
+    reports_finish = any(r.get("finish_reason") is not None for r in rows)
+    rates: dict[str, float | None] = {
+        p: sum(p in r["problems"] for r in rows) / n for p in FAILURES
+    }
+    if not reports_finish:
+        rates["truncated"] = None  # not observable without a finish reason
+    return {
+        "pair": pair,
+        "system": system,
+        **score([r["output"] for r in rows], [r["reference"] for r in rows], target),
+        "errors": sum(r["error"] is not None for r in rows),
+        "rates": rates,
+        "with_problems": len(problems),
+        "flagged": sum(bool(r["flags"]) for r in problems),
+        "flags_seen": sum(len(r["flags"]) for r in rows),
+        "unflagged": len(unflagged),
+        "unflagged_share": len(unflagged) / n,
+        **_timing(rows),
+    }
+
+
+def summarize(results: dict[str, Any]) -> dict[str, Any]:
+    """The figures of a run's records: per pair and system, per markup format, per split."""
+    records = results["records"]
+    markup = []
+    for (pair, system), rows in _groups(records, "markdown").items():
+        markup.append(_markup_row(pair, system, "markdown", rows))
+    for (pair, system), rows in _groups(records, "html").items():
+        markup.append(_markup_row(pair, system, "html", rows))
+    documents = []
+    for (pair, system, split), rows in _groups(records, "document").items():
+        ok = [r for r in rows if r["error"] is None]
+        scored = score(
+            [r["output"] for r in rows], [r["reference"] for r in rows], "ne", n_bootstrap=1
+        )
+        documents.append(
+            {
+                "pair": pair, "system": system, "split": split, **scored,
+                "errors": [r["error"] for r in rows if r["error"] is not None],
+                "chars": sum(len(r["source"]) for r in rows),
+                "problems": sorted({p for r in ok for p in r["problems"]}),
+                **_timing(rows),
+            }
+        )  # fmt: skip
+    return {
+        "sentences": [
+            sentence_row(p, s, rows) for (p, s), rows in _groups(records, "sentence").items()
+        ],
+        "markup": markup,
+        "documents": documents,
+    }
+
+
+def _markup_row(pair: str, system: str, kind: str, rows: list[dict[str, Any]]) -> dict[str, Any]:
+    n = len(rows)
+    glue = [r["markup"]["glued"] for r in rows if r["markup"]["glued"] is not None]
+    return {
+        "pair": pair,
+        "system": system,
+        "format": kind,
+        "n": n,
+        "errors": sum(r["error"] is not None for r in rows),
+        "intact": sum(r["markup"]["intact"] for r in rows) / n,
+        "glued": sum(glue) / len(glue) if glue else None,
+        "flagged": sum(bool(r["flags"]) for r in rows),
+        **_timing(rows),
+    }
+
+
+def _pct(value: float | None) -> str:
+    return "-" if value is None or math.isnan(value) else f"{100 * value:.1f}"
+
+
+def _num(value: float | None, digits: int = 2) -> str:
+    return "-" if value is None or math.isnan(value) else f"{value:.{digits}f}"
+
+
+def rows(results: dict[str, Any]) -> list[list[str]]:
+    out = []
+    for s in results["summary"]["sentences"]:
+        ci = s["chrf_ci"]
+        rates = s["rates"]
+        out.append(
+            [
+                s["pair"], s["system"], f"{s['chrf']:.1f} [{ci[0]:.1f}, {ci[1]:.1f}]",
+                f"{s['bleu']:.1f}", str(s["n"]), str(s["errors"]), _pct(rates["off_target"]),
+                _pct(rates["echo"]), _pct(rates["loop"]), _pct(rates["cut_character"]),
+                _pct(rates["truncated"]), _pct(rates["empty"]),
+                f"{s['flagged']}/{s['with_problems']}", _pct(s["unflagged_share"]),
+                _num(s["latency_s"]["p50"]), _num(s["latency_s"]["p95"]),
+                "-" if s["output_tokens"] is None else str(s["output_tokens"]),
+            ]
+        )  # fmt: skip
+    return out
+
+
+def _extra_rows(results: dict[str, Any]) -> list[str]:
+    """Markup and documents, as lines of text (for the table's caption and the markdown)."""
+    lines = []
+    for m in results["summary"]["markup"]:
+        glue = f"{_pct(m['glued'])}% glued"
+        if m["glued"] is None:
+            glue = "glued n/a (unspaced script)" if m["pair"].split("-")[1] in UNSPACED else "-"
+        lines.append(
+            f"markup {m['format']} {m['pair']} {m['system']}: {_pct(m['intact'])}% intact, "
+            f"{glue}, n {m['n']}, errors {m['errors']}, p50 {_num(m['latency_s']['p50'])} s"
+        )
+    for d in results["summary"]["documents"]:
+        errors = f", errors: {'; '.join(d['errors'])}" if d["errors"] else ""
+        lines.append(
+            f"document {d['pair']} {d['system']} split={d['split']}: chrF++ {d['chrf']:.1f}, "
+            f"BLEU {d['bleu']:.1f}, {d['n']} articles, {d['chars']} characters, p50 "
+            f"{_num(d['latency_s']['p50'], 1)} s{errors}"
+        )
+    return lines
+
+
+def _notes(results: dict[str, Any]) -> list[str]:
+    tokenizers = sorted({(s["pair"], s["tokenizer"]) for s in results["summary"]["sentences"]})
+    notes = [
+        "BLEU tokenizers: " + ", ".join(f"{p} {t}" for p, t in tokenizers),
+        "truncated: only where the system reports a finish reason (OpenAI's); flagged: "
+        "outputs with a problem that the server flagged; unflagged: off-target, echo or "
+        "loop found by the checks and not flagged with that code, share of the sentences.",
+    ]
+    return notes + [f"warning: {w}" for w in results.get("warnings", [])]
+
+
+def table(results: dict[str, Any]) -> Table:
+    out = Table(title=f"tolk bench quality: {results['sentences_per_pair']} sentences a pair")
+    for column in COLUMNS:
+        out.add_column(column, justify="left" if column in ("pair", "system") else "right")
+    for row in rows(results):
+        out.add_row(*row)
+    out.caption = "\n".join(_extra_rows(results) + _notes(results))
+    return out
+
+
+def markdown(results: dict[str, Any]) -> str:
+    systems = "; ".join(
+        f"{s['name']}: {s['api']} at {s['url']} ({s['model']})" for s in results["systems"]
+    )
+    lines = [
+        "# tolk bench quality",
+        "",
+        f"- command: `{results['command']}`",
+        f"- started: {results['started_at']}",
+        f"- machine: {json.dumps(results['machine'])}",
+        f"- systems: {systems}",
+        f"- data: {results['data']}, lines {results['offset'] + 1}-"
+        f"{results['offset'] + results['sentences_per_pair']}",
+        "",
+        "| " + " | ".join(COLUMNS) + " |",
+        "|" + "---|" * len(COLUMNS),
+        *("| " + " | ".join(row) + " |" for row in rows(results)),
+        "",
+        *(f"- {line}" for line in _extra_rows(results) + _notes(results)),
+        "",
+        "Chart: quality.png.",
+        "",
+    ]
+    return "\n".join(lines)
+
+
+def chart(results: dict[str, Any], out_dir: Path) -> Path:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    summary = results["summary"]["sentences"]
+    pairs = list(dict.fromkeys(s["pair"] for s in summary))
+    systems = list(dict.fromkeys(s["system"] for s in summary))
+    width = 0.8 / max(1, len(systems))
+    fig, (left, right) = plt.subplots(1, 2, figsize=(12, 4.5))
+    colours = plt.get_cmap("tab10")
+    for k, system in enumerate(systems):
+        found = {s["pair"]: s for s in summary if s["system"] == system}
+        xs = [i + k * width for i, p in enumerate(pairs) if p in found]
+        chosen = [found[p] for p in pairs if p in found]
+        values = [s["chrf"] for s in chosen]
+        errors = [
+            [max(0.0, s["chrf"] - s["chrf_ci"][0]) for s in chosen],
+            [max(0.0, s["chrf_ci"][1] - s["chrf"]) for s in chosen],
+        ]
+        left.bar(xs, values, width, yerr=errors, capsize=3, label=system, color=colours(k))
+        bottom = np.zeros(len(chosen))
+        for j, problem in enumerate(FAILURES):
+            share = np.array([100 * (s["rates"][problem] or 0.0) for s in chosen])
+            right.bar(
+                xs, share, width, bottom=bottom, color=plt.get_cmap("Set2")(j),
+                edgecolor=colours(k), label=problem if k == 0 else None,
+            )  # fmt: skip
+            bottom += share
+        for x, top in zip(xs, bottom, strict=True):
+            right.text(x, top, system, rotation=90, fontsize=7, ha="center", va="bottom")
+    for ax in (left, right):
+        ax.set_xticks([i + width * (len(systems) - 1) / 2 for i in range(len(pairs))], pairs)
+    left.set_ylabel("chrF++ (95% CI)")
+    left.set_title("chrF++ per pair and system")
+    left.legend(fontsize=8)
+    right.set_ylabel("problems per 100 sentences")
+    right.set_title("Failures: one bar per system, stacked by problem")
+    right.margins(y=0.25)  # room for the systems' labels
+    right.legend(fontsize=7)
+    return save_figure(fig, out_dir / "quality.png")
+
+
+def write(results: dict[str, Any], out_dir: Path) -> list[Path]:
+    out_dir.mkdir(parents=True, exist_ok=True)
+    json_path = out_dir / "quality.json"
+    json_path.write_text(json.dumps(json_safe(results), indent=1, ensure_ascii=False))
+    md_path = out_dir / "quality.md"
+    md_path.write_text(markdown(results))
+    return [json_path, md_path, chart(results, out_dir)]
+
+
+# --- Two runs compared -----------------------------------------------------------------
+
+
+def _by_key(results: dict[str, Any]) -> dict[tuple[str, str], dict[tuple[int, str], Any]]:
+    out: dict[tuple[str, str], dict[tuple[int, str], Any]] = {}
+    for r in results["records"]:
+        if r["kind"] == "sentence":
+            out.setdefault((r["pair"], r["system"]), {})[(r["index"], r["source"])] = r
+    return out
+
+
+def _has(record: dict[str, Any], problem: str) -> bool:
+    if problem == "any":
+        return bool(record["problems"])
+    if problem == "unflagged":
+        return bool(set(record["problems"]) & set(SILENT) - set(record["flags"]))
+    return problem in record["problems"]
+
+
+def paired_rate(a: Sequence[bool], b: Sequence[bool], n_bootstrap: int) -> dict[str, Any]:
+    """B's rate minus A's over the same sentences, with a paired bootstrap: the 95% interval
+    of the difference and a two-sided p-value (as sacrebleu computes its own)."""
+    x, y = np.asarray(a, dtype=float), np.asarray(b, dtype=float)
+    diff = float(y.mean() - x.mean())
+    rng = np.random.default_rng(SEED)
+    idx = rng.choice(len(x), size=(n_bootstrap, len(x)), replace=True)
+    samples = y[idx].mean(1) - x[idx].mean(1)
+    low, high = np.percentile(samples, [2.5, 97.5])
+    shifted = np.abs(samples - samples.mean())
+    p = (np.sum(shifted >= abs(diff) - 1e-12) + 1) / (n_bootstrap + 1) if diff else 1.0
+    return {
+        "a": float(x.mean()),
+        "b": float(y.mean()),
+        "diff": diff,
+        "ci": [float(low), float(high)],
+        "p": float(p),
+    }
+
+
+def compare(a: dict[str, Any], b: dict[str, Any], n_bootstrap: int = N_BOOTSTRAP) -> dict[str, Any]:
+    """Per pair and system in both runs, over the sentences both translated: B minus A in
+    chrF++ and BLEU (sacrebleu's paired bootstrap test) and in each failure rate."""
+    runs_a, runs_b = _by_key(a), _by_key(b)
+    rows_out = []
+    for key in (k for k in runs_a if k in runs_b):
+        shared = sorted(runs_a[key].keys() & runs_b[key].keys())
+        if not shared:
+            continue
+        ra, rb = [runs_a[key][s] for s in shared], [runs_b[key][s] for s in shared]
+        tokenizer = bleu_tokenizer(ra[0]["target_lang"])
+        test = PairedTest(
+            [("A", [r["output"] for r in ra]), ("B", [r["output"] for r in rb])],
+            {"BLEU": BLEU(tokenize=tokenizer), "chrF++": CHRF(word_order=2)},
+            [[r["reference"] for r in ra]],
+            test_type="bs",
+            n_samples=n_bootstrap,
+        )
+        _, scores = test()
+        metrics = {}
+        for name, results in scores.items():
+            if name == "System":
+                continue
+            base, other = (r for r in results if isinstance(r, Result))
+            # sacrebleu's test calls a zero difference significant (p = 1/(n+1)): none is.
+            same = other.score == base.score
+            p = 1.0 if other.p_value is None or same else float(other.p_value)
+            metrics["chrf" if name.lower().startswith("chrf") else "bleu"] = {
+                "a": base.score,
+                "b": other.score,
+                "diff": other.score - base.score,
+                "p": p,
+                "significant": p < 0.05,
+            }
+        failures = {}
+        for problem in (*FAILURES, "any", "unflagged"):
+            rate = paired_rate(
+                [_has(r, problem) for r in ra], [_has(r, problem) for r in rb], n_bootstrap
+            )
+            failures[problem] = {**rate, "significant": rate["p"] < 0.05 and rate["diff"] != 0}
+        pair, system = key
+        rows_out.append(
+            {
+                "pair": pair,
+                "system": system,
+                "n": len(shared),
+                "tokenizer": tokenizer,
+                **metrics,
+                "failures": failures,
+            }
+        )
+    return {
+        "schema": COMPARE_SCHEMA,
+        "a": {"command": a.get("command"), "started_at": a.get("started_at")},
+        "b": {"command": b.get("command"), "started_at": b.get("started_at")},
+        "n_bootstrap": n_bootstrap,
+        "rows": rows_out,
+    }
+
+
+COMPARE_COLUMNS = ["pair", "system", "n", "chrF++ A", "chrF++ B", "Δ chrF++", "p", "BLEU A",
+    "BLEU B", "Δ BLEU", "p", "Δ off-target pp", "Δ echo pp", "Δ loop pp", "Δ cut pp",
+    "Δ empty pp", "Δ any problem pp", "Δ unflagged pp"]  # fmt: skip
+
+
+COMPARED_FAILURES = ("off_target", "echo", "loop", "cut_character", "empty", "any", "unflagged")
+
+
+def _delta(entry: dict[str, Any], scale: float = 1.0) -> str:
+    mark = "*" if entry["significant"] else ""
+    return f"{scale * entry['diff']:+.1f}{mark}"
+
+
+def compare_rows(comparison: dict[str, Any]) -> list[list[str]]:
+    out = []
+    for r in comparison["rows"]:
+        f = r["failures"]
+        out.append(
+            [
+                r["pair"], r["system"], str(r["n"]), f"{r['chrf']['a']:.1f}",
+                f"{r['chrf']['b']:.1f}", _delta(r["chrf"]), f"{r['chrf']['p']:.3f}",
+                f"{r['bleu']['a']:.1f}", f"{r['bleu']['b']:.1f}", _delta(r["bleu"]),
+                f"{r['bleu']['p']:.3f}",
+                *(_delta(f[p], 100) for p in COMPARED_FAILURES),
+            ]
+        )  # fmt: skip
+    return out
+
+
+COMPARE_NOTE = (
+    "B minus A over the sentences both runs translated; * significant at p < 0.05 (scores: "
+    "sacrebleu's paired bootstrap test; failure rates in percentage points: paired bootstrap "
+    "over the same sentences)."
+)
+
+
+def compare_table(comparison: dict[str, Any]) -> Table:
+    out = Table(title="tolk bench quality: B against A")
+    for column in COMPARE_COLUMNS:
+        out.add_column(column, justify="left" if column in ("pair", "system") else "right")
+    for row in compare_rows(comparison):
+        out.add_row(*row)
+    out.caption = (
+        f"A: {comparison['a']['command']}\nB: {comparison['b']['command']}\n{COMPARE_NOTE}"
+    )
+    return out
+
+
+def compare_markdown(comparison: dict[str, Any]) -> str:
+    return "\n".join(
+        [
+            "# tolk bench quality: B against A",
+            "",
+            f"- A: `{comparison['a']['command']}` ({comparison['a']['started_at']})",
+            f"- B: `{comparison['b']['command']}` ({comparison['b']['started_at']})",
+            "",
+            "| " + " | ".join(COMPARE_COLUMNS) + " |",
+            "|" + "---|" * len(COMPARE_COLUMNS),
+            *("| " + " | ".join(row) + " |" for row in compare_rows(comparison)),
+            "",
+            COMPARE_NOTE,
+            "",
+        ]
+    )
+
+
+def write_compare(comparison: dict[str, Any], out_dir: Path) -> list[Path]:
+    out_dir.mkdir(parents=True, exist_ok=True)
+    json_path = out_dir / "quality-compare.json"
+    json_path.write_text(json.dumps(json_safe(comparison), indent=1))
+    md_path = out_dir / "quality-compare.md"
+    md_path.write_text(compare_markdown(comparison))
+    return [json_path, md_path]

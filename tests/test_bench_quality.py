@@ -1,0 +1,524 @@
+"""`tolk bench quality`: scores against sacrebleu's own, failure counting from given outputs,
+the markup set and its checks, the comparison of two runs, the report files; the OpenAI
+baseline and the flag channels against an in-process stand-in server; and the command end
+to end against a real tolk server on the random test model."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import sacrebleu
+from aiohttp import web
+
+from tests.helpers import ServerProcess, run_tolk
+from tolk.bench import quality, quality_data, quality_report
+from tolk.bench.quality_data import Unit
+
+SOURCE = "The dog runs quickly home because it is raining very hard today."
+GERMAN = "Der Hund läuft schnell nach Hause, weil es heute sehr stark regnet."
+
+
+def record(output: str, **fields: Any) -> dict[str, Any]:
+    """A sentence record as a run keeps it (en>de, no error)."""
+    return {
+        "system": "tolk",
+        "kind": "sentence",
+        "pair": "en-de",
+        "source_lang": "en",
+        "target_lang": "de",
+        "index": 0,
+        "split": None,
+        "source": SOURCE,
+        "reference": GERMAN,
+        "output": output,
+        "flags": [],
+        "latency_s": 0.5,
+        "output_tokens": 20,
+        "finish_reason": None,
+        "error": None,
+    } | fields
+
+
+def results_of(records: list[dict[str, Any]]) -> dict[str, Any]:
+    quality_report.judge(records, ["en", "de", "fr", "ne"])
+    results: dict[str, Any] = {
+        "schema": quality_report.SCHEMA,
+        "started_at": "2025-01-01T00:00:00+00:00",
+        "command": "tolk bench quality --pairs en-de",
+        "machine": {"cpus": 2},
+        "systems": [{"name": "tolk", "api": "tolk", "url": "http://x", "model": "m"}],
+        "data": "flores101",
+        "offset": 0,
+        "sentences_per_pair": len(records),
+        "warnings": [],
+        "records": records,
+    }
+    results["summary"] = quality_report.summarize(results)
+    return results
+
+
+# --- Scores -----------------------------------------------------------------------------
+
+
+def test_scores_are_sacrebleus_chrf_plus_plus_and_bleu_with_intervals() -> None:
+    hyps = ["The cat sat on the mat.", "A dog barked loudly at night."]
+    refs = ["The cat is sitting on the mat.", "A dog was barking loudly in the night."]
+    scored = quality_report.score(hyps, refs, "en")
+    assert scored["chrf"] == pytest.approx(46.019355, abs=1e-4)  # sacrebleu 2.x, chrF2++
+    assert scored["chrf"] == pytest.approx(sacrebleu.corpus_chrf(hyps, [refs], word_order=2).score)
+    assert scored["bleu"] == pytest.approx(25.408590, abs=1e-4)
+    assert scored["n"] == 2
+    assert scored["tokenizer"] == "13a"
+    for name in ("chrf", "bleu"):
+        low, high = scored[f"{name}_ci"]
+        assert 0 <= low <= scored[name] <= high <= 100
+        assert "bs:1000" in scored[f"{name}_signature"]
+    perfect = quality_report.score(refs, refs, "en")
+    assert perfect["chrf"] == pytest.approx(100)
+    assert perfect["bleu"] == pytest.approx(100)
+    zero = quality_report.score(["", ""], refs, "en")
+    assert zero["bleu"] == 0
+    assert zero["bleu_ci"] == [0, 0]
+
+
+def test_chinese_and_japanese_get_their_tokenizers() -> None:
+    zh = quality_report.score(["我爱北京天安门。"], ["我爱北京的天安门。"], "zh")
+    assert zh["tokenizer"] == "zh"
+    assert zh["bleu"] == pytest.approx(
+        sacrebleu.corpus_bleu(["我爱北京天安门。"], [["我爱北京的天安门。"]], tokenize="zh").score
+    )
+    assert quality_report.bleu_tokenizer("ja") in ("ja-mecab", "char")
+    assert quality_report.bleu_tokenizer("de") == "13a"
+
+
+# --- Failures and flags --------------------------------------------------------------------
+
+
+def test_failures_are_counted_from_the_outputs_and_flags_matched() -> None:
+    records = [
+        record(GERMAN),
+        record(SOURCE, flags=["echo"]),  # echo (and off-target), flagged as echo only
+        record("This is clearly an English sentence about the weather today."),  # off-target
+        record(
+            "Der Hund läuft schnell nach Hause und " + "immer wieder " * 8, finish_reason="length"
+        ),
+        record(GERMAN[:-6] + "regn\ufffd"),  # cut inside a character
+        record("", flags=["empty"]),
+        record("", error="HTTP 500: boom", latency_s=0.1, output_tokens=None),
+        record(GERMAN, finish_reason="stop"),
+    ]
+    results = results_of(records)
+    problems = [r["problems"] for r in records]
+    assert problems == [
+        [], ["off_target", "echo"], ["off_target"], ["loop", "truncated"], ["cut_character"],
+        ["empty"], [], [],
+    ]  # fmt: skip
+    (row,) = results["summary"]["sentences"]
+    n = 8
+    assert row["n"] == n
+    assert row["errors"] == 1
+    assert row["rates"]["off_target"] == pytest.approx(2 / n)
+    assert row["rates"]["echo"] == row["rates"]["loop"] == pytest.approx(1 / n)
+    assert row["rates"]["truncated"] == pytest.approx(1 / n)  # a finish reason was reported
+    assert row["rates"]["cut_character"] == row["rates"]["empty"] == pytest.approx(1 / n)
+    assert row["with_problems"] == 5
+    assert row["flagged"] == 2
+    assert row["flags_seen"] == 2
+    # Unflagged: the echo's off-target (flagged as echo only), the English, the loop.
+    assert row["unflagged"] == 3
+    assert row["unflagged_share"] == pytest.approx(3 / n)
+    assert row["latency_s"]["p50"] == pytest.approx(0.5)
+    assert row["output_tokens"] == 20 * 7
+
+
+def test_truncation_is_not_counted_where_no_finish_reason_is_reported() -> None:
+    results = results_of([record(GERMAN), record("Der Hund " + "immer wieder " * 8)])
+    (row,) = results["summary"]["sentences"]
+    assert row["rates"]["truncated"] is None
+    assert row["rates"]["loop"] == pytest.approx(0.5)
+
+
+def test_flags_are_read_from_the_tolk_body_and_the_drop_in_header() -> None:
+    tolk = quality.System("tolk", "tolk", "http://x")
+    body = {
+        "translation": "x",
+        "usage": {"completion_tokens": 7},
+        "warnings": [{"text": 0, "code": "loop", "message": "..."}],
+    }
+    assert quality.reply(tolk, body, {}) == {
+        "output": "x", "flags": ["loop"], "output_tokens": 7, "finish_reason": None
+    }  # fmt: skip
+    assert quality.reply(tolk, {"translation": "x"}, {})["flags"] == []  # no warnings yet
+    deepl = quality.System("tolk-deepl", "deepl", "http://x")
+    header = {"X-Tolk-Warnings": json.dumps([{"text": 0, "code": "off_target"}])}
+    assert quality.reply(deepl, {"translations": [{"text": "y"}]}, header)["flags"] == [
+        "off_target"
+    ]
+    assert quality.header_flags({"X-Tolk-Warnings": "not json"}) == []
+
+
+# --- Markup -------------------------------------------------------------------------------
+
+
+def test_the_markup_set_is_made_deterministically_from_the_english() -> None:
+    english = [
+        "Short one.",
+        "The committee approved the new budget after a long debate on Tuesday evening.",
+        "Prices rose by 5 * 3 percent [sic] in the northern region last year alone.",
+        "Scientists say the discovery could change how engineers design stronger bridges.",
+    ]
+    units = quality_data.markup_units(english, ["de", "zh"], count=2)
+    assert units == quality_data.markup_units(english, ["de", "zh"], count=2)
+    assert [(u.kind, u.index, u.target_lang) for u in units] == [
+        ("markdown", 1, "de"),
+        ("markdown", 1, "zh"),
+        ("markdown", 3, "de"),
+        ("markdown", 3, "zh"),
+        ("html", 1, "de"),
+        ("html", 1, "zh"),
+        ("html", 3, "de"),
+        ("html", 3, "zh"),
+    ]  # the short line and the one with markup characters are skipped
+    md = units[0].source
+    assert md == (
+        "The **committee** approved the new [budget](https://example.com/2) after a long debate "
+        "on `Tuesday` evening."
+    )
+    assert units[4].source == (
+        'The <b>committee</b> approved the new <a href="https://example.com/2">budget</a> after '
+        "a long debate on <em>Tuesday</em> evening."
+    )
+    assert units[0].format == "markdown"
+    assert units[4].format == "html"
+
+
+def test_markup_intact_and_glued_words() -> None:
+    md = (
+        "The committee **approved** the new budget after a long "
+        "[debate](https://example.com/2) on Tuesday `evening`."
+    )
+    good = (
+        "Der Ausschuss **billigte** den Haushalt nach langer "
+        "[Debatte](https://example.com/2) am Dienstag `evening`."
+    )
+    assert quality_data.markup_intact("markdown", md, good)
+    assert quality_data.glued("markdown", md, good, "de") is False
+    lost_link = "Der Ausschuss **billigte** den Haushalt nach langer Debatte am Dienstag `evening`."
+    assert not quality_data.markup_intact("markdown", md, lost_link)
+    other_url = good.replace("example.com/2", "example.com/9")
+    assert not quality_data.markup_intact("markdown", md, other_url)
+    glued = (
+        "Der Ausschuss **billigte**den Haushalt nach "
+        "[Debatte](https://example.com/2)am Dienstag `evening`."
+    )
+    assert quality_data.markup_intact("markdown", md, glued)
+    assert quality_data.glued("markdown", md, glued, "de") is True
+    assert quality_data.glued("markdown", md, glued, "zh") is None  # unspaced script
+
+    html = 'A <b>long</b> debate on <a href="https://example.com/2">Tuesday</a> <em>evening</em>.'
+    kept = (
+        'Eine <b>lange</b> Debatte am <a href="https://example.com/2">Dienstag</a> <em>Abend</em>.'
+    )
+    assert quality_data.markup_intact("html", html, kept)
+    assert not quality_data.markup_intact(
+        "html", html, kept.replace("<em>", "").replace("</em>", "")
+    )
+    swapped = (
+        'Eine <em>lange</em> Debatte am <a href="https://example.com/2">Dienstag</a> <b>Abend</b>.'
+    )
+    assert not quality_data.markup_intact("html", html, swapped)
+    assert quality_data.glued("html", html, kept.replace("</b> ", "</b>"), "de") is True
+    assert quality_data.glued("html", html, kept, "de") is False
+
+
+def test_markup_records_are_judged_for_markup() -> None:
+    md = quality_data.markdown_of(
+        "The committee approved the new budget after a long debate on Tuesday evening.", 2
+    )
+    assert md is not None
+    kept = md.replace("The committee", "Der Ausschuss")
+    records = [
+        record(kept, kind="markdown", source=md, reference=""),
+        record(
+            "Der Ausschuss hat den Haushalt gebilligt.", kind="markdown", source=md, reference=""
+        ),
+    ]
+    results = results_of(records)
+    (row,) = results["summary"]["markup"]
+    assert row["format"] == "markdown"
+    assert row["n"] == 2
+    assert row["intact"] == pytest.approx(0.5)
+    assert row["glued"] == pytest.approx(0.0)
+
+
+# --- Data ---------------------------------------------------------------------------------
+
+
+def test_aligned_files_by_flores_or_plain_names(tmp_path: Path) -> None:
+    for name, lines in (
+        ("eng.txt", ["One.", "Two.", "Three."]),
+        ("de.txt", ["Eins.", "Zwei.", "Drei."]),
+        ("cmn_Hans.txt", ["一。", "二。", "三。"]),
+        ("LICENSE.txt", ["not a language", "", ""]),
+    ):
+        (tmp_path / name).write_text("\n".join(lines) + "\n")
+    files = quality_data.language_files(tmp_path)
+    assert sorted(files) == ["de", "en", "zh"]
+    pairs = quality_data.parse_pairs("en-de, eng>cmn_Hans,de-en")
+    assert pairs == [("en", "de"), ("en", "zh"), ("de", "en")]
+    units = quality_data.sentences(tmp_path, pairs, count=2, offset=1)
+    assert [(u.pair, u.index, u.source, u.reference) for u in units] == [
+        ("en-de", 1, "Two.", "Zwei."), ("en-de", 2, "Three.", "Drei."),
+        ("en-zh", 1, "Two.", "二。"), ("en-zh", 2, "Three.", "三。"),
+        ("de-en", 1, "Zwei.", "Two."), ("de-en", 2, "Drei.", "Three."),
+    ]  # fmt: skip
+    with pytest.raises(ValueError, match="no file for fr"):
+        quality_data.sentences(tmp_path, [("en", "fr")], 2)
+    with pytest.raises(ValueError, match="not a pair"):
+        quality_data.parse_pairs("en")
+
+
+def test_documents_are_cut_to_whole_lines_at_each_split_mode() -> None:
+    units = quality_data.documents(400)
+    assert [(u.index, u.split) for u in units] == [
+        (0, "sentences"), (0, "paragraphs"), (0, "none"),
+        (1, "sentences"), (1, "paragraphs"), (1, "none"),
+    ]  # fmt: skip
+    first = units[0]
+    assert first.pair == "en-ne"
+    assert 0 < len(first.source) <= 400
+    assert first.source.startswith("Skip to main content")
+    assert first.reference.startswith("लेखक")
+    whole = quality_data.documents(None, ["none"])
+    assert len(whole[0].source) > 10_000
+    assert len(whole[0].reference) > 3000
+
+
+# --- Compare and report -------------------------------------------------------------------
+
+
+def test_compare_finds_a_real_difference_and_not_a_null_one() -> None:
+    sources = [
+        f"Sentence number {i} is about the weather in the mountains today." for i in range(30)
+    ]
+    refs = [f"Satz Nummer {i} handelt heute vom Wetter in den Bergen." for i in range(30)]
+
+    def run(outputs: list[str]) -> dict[str, Any]:
+        return results_of(
+            [
+                record(o, index=i, source=s, reference=r)
+                for i, (s, r, o) in enumerate(zip(sources, refs, outputs, strict=True))
+            ]
+        )
+
+    bad, good = run(sources), run(refs)  # A echoes every source, B is the reference
+    comparison = quality_report.compare(bad, good, n_bootstrap=200)
+    assert comparison["schema"] == quality_report.COMPARE_SCHEMA
+    (row,) = comparison["rows"]
+    assert row["pair"] == "en-de"
+    assert row["system"] == "tolk"
+    assert row["n"] == 30
+    assert row["chrf"]["b"] == pytest.approx(100)
+    assert row["chrf"]["diff"] > 50
+    assert row["chrf"]["significant"]
+    assert row["bleu"]["significant"]
+    echo = row["failures"]["echo"]
+    assert echo["a"] == 1.0
+    assert echo["b"] == 0.0
+    assert echo["diff"] == -1.0
+    assert echo["significant"]
+    same = quality_report.compare(good, good, n_bootstrap=200)["rows"][0]
+    assert same["chrf"]["diff"] == 0
+    assert not same["chrf"]["significant"]
+    assert not same["failures"]["any"]["significant"]
+    assert "Δ chrF++" in quality_report.compare_markdown(comparison)
+    assert quality_report.compare_rows(comparison)[0][5].endswith("*")
+
+
+def test_the_report_files_hold_the_figures(tmp_path: Path) -> None:
+    results = results_of([record(GERMAN), record(SOURCE), record("")])
+    written = quality_report.write(results, tmp_path)
+    assert [p.name for p in written] == ["quality.json", "quality.md", "quality.png"]
+    assert (tmp_path / "quality.png").stat().st_size > 5000
+    saved = json.loads((tmp_path / "quality.json").read_text())
+    assert saved["schema"] == "tolk.bench.quality/1"
+    assert len(saved["records"]) == 3
+    assert saved["records"][1]["problems"] == ["off_target", "echo"]
+    # Saved records can be scored again to the same figures.
+    assert quality_report.summarize(saved)["sentences"][0]["chrf"] == pytest.approx(
+        results["summary"]["sentences"][0]["chrf"]
+    )
+    text = (tmp_path / "quality.md").read_text()
+    row = results["summary"]["sentences"][0]
+    assert f"| en-de | tolk | {row['chrf']:.1f} [" in text
+    assert "| 33.3 |" in text  # off-target and echo: 1 of 3
+    assert "BLEU tokenizers: en-de 13a" in text
+    table = quality_report.table(results)
+    assert table.row_count == 1
+
+
+# --- The OpenAI baseline and the drop-in APIs, against a stand-in -------------------------
+
+
+@pytest.fixture
+async def standin() -> AsyncIterator[tuple[str, list[dict[str, Any]]]]:
+    """A stand-in server on 127.0.0.1 (not vLLM, not tolk): OpenAI's chat completions
+    answering 'Hallo Welt' (cut at the budget for a long text), tolk's /translate with a
+    warning, LibreTranslate's /translate and DeepL's /v2/translate with X-Tolk-Warnings."""
+    seen: list[dict[str, Any]] = []
+
+    async def chat(request: web.Request) -> web.Response:
+        body = await request.json()
+        seen.append(body)
+        long = len(body["messages"][0]["content"]) > 150
+        return web.json_response(
+            {
+                "choices": [
+                    {
+                        "message": {
+                            "role": "assistant",
+                            "content": "Hallo Welt " * (9 if long else 1),
+                        },
+                        "finish_reason": "length" if long else "stop",
+                    }
+                ],
+                "usage": {"prompt_tokens": 30, "completion_tokens": 512 if long else 3},
+            }
+        )
+
+    async def models(request: web.Request) -> web.Response:
+        return web.json_response({"data": [{"id": "standin-model"}]})
+
+    async def translate(request: web.Request) -> web.Response:
+        body = await request.json()
+        seen.append(body)
+        if "q" in body:  # LibreTranslate's shape
+            header = json.dumps([{"text": 0, "code": "echo"}])
+            return web.json_response(
+                {"translatedText": body["q"]}, headers={"X-Tolk-Warnings": header}
+            )
+        warning = {"text": 0, "code": "off_target", "message": "not German"}
+        return web.json_response(
+            {"translation": "Hallo", "usage": {"completion_tokens": 2}, "warnings": [warning]}
+        )
+
+    async def deepl(request: web.Request) -> web.Response:
+        seen.append(await request.json())
+        return web.json_response({"translations": [{"text": "Hallo"}]})
+
+    async def tolk_models(request: web.Request) -> web.Response:
+        return web.json_response({"models": [{"model": "standin", "prompt_format": "chat"}]})
+
+    app = web.Application()
+    app.router.add_post("/v1/chat/completions", chat)
+    app.router.add_get("/v1/models", models)
+    app.router.add_post("/translate", translate)
+    app.router.add_post("/v2/translate", deepl)
+    app.router.add_get("/models", tolk_models)
+    runner = web.AppRunner(app)
+    await runner.setup()
+    await web.TCPSite(runner, "127.0.0.1", 0).start()
+    port = runner.addresses[0][1]
+    try:
+        yield f"http://127.0.0.1:{port}", seen
+    finally:
+        await runner.cleanup()
+
+
+async def test_openai_baseline_and_drop_in_apis_against_a_standin(
+    standin: tuple[str, list[dict[str, Any]]], tmp_path: Path
+) -> None:
+    url, seen = standin
+    units = [
+        Unit("sentence", "en", "de", 0, "The weather is lovely in the mountains.", "Schön."),
+        Unit("sentence", "en", "de", 1, "Hello world. " * 20, "Hallo Welt. " * 20),
+        Unit("document", "en", "ne", 0, "A document.", "कागजात।", "paragraphs"),
+    ]
+    plan = quality.Plan(
+        units=units, url=url, apis=("tolk", "deepl", "libretranslate"), openai=url,
+        concurrency=2, languages=["en", "de", "ne"],
+        settings={"data": "x", "offset": 0, "sentences_per_pair": 2, "warnings": []},
+    )  # fmt: skip
+    results = await quality.run_quality(plan, tmp_path)
+    by_system = {s["name"]: s for s in results["systems"]}
+    assert sorted(by_system) == ["openai", "tolk", "tolk-deepl", "tolk-libretranslate"]
+    assert by_system["openai"]["model"] == "standin-model"
+    prompts = [b for b in seen if "messages" in b]
+    assert len(prompts) == 2  # sentences only: documents go to tolk's API alone
+    assert {
+        "role": "user",
+        "content": "Translate the following English text into German. Reply with the "
+        "translation only.\n\nThe weather is lovely in the mountains.",
+    } in [p["messages"][0] for p in prompts]
+    assert prompts[0]["temperature"] == 0
+    assert prompts[0]["max_tokens"] == 512
+    openai = [r for r in results["records"] if r["system"] == "openai"]
+    assert [r["finish_reason"] for r in openai] == ["stop", "length"]
+    assert "truncated" in openai[1]["problems"]  # (not a loop: its source repeats itself)
+    document = [b for b in seen if b.get("split") == "paragraphs"]
+    assert document == [
+        {"text": "A document.", "source_lang": "en", "target_lang": "ne", "split": "paragraphs"}
+    ]
+    rows = {s["system"]: s for s in results["summary"]["sentences"]}
+    assert rows["tolk"]["flags_seen"] == 2  # tolk's `warnings`
+    assert rows["tolk-libretranslate"]["flagged"] == 2  # X-Tolk-Warnings, on its echoes
+    assert rows["tolk-libretranslate"]["unflagged"] == 2  # flagged echo, not off-target
+    assert rows["openai"]["rates"]["truncated"] == pytest.approx(0.5)
+    assert rows["tolk"]["rates"]["truncated"] is None
+    assert rows["openai"]["output_tokens"] == 515
+    assert results["summary"]["documents"][0]["split"] == "paragraphs"
+
+
+# --- End to end ---------------------------------------------------------------------------
+
+
+@pytest.mark.engine
+def test_bench_quality_against_a_real_tolk_server(
+    main_server: ServerProcess, tmp_path: Path
+) -> None:
+    result = run_tolk(
+        "bench", "quality", "--url", main_server.url, "--sentences", "3", "--pairs", "en-de",
+        "--apis", "tolk,deepl", "--markup", "--markup-sentences", "1", "--documents",
+        "--document-chars", "200", "--concurrency", "4", "--out", "q", cwd=tmp_path,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    assert "chrF++" in result.stdout
+    out = tmp_path / "q"
+    data = json.loads((out / "quality.json").read_text())
+    assert data["schema"] == "tolk.bench.quality/1"
+    assert data["command"].startswith("tolk bench quality --url")
+    assert [s["name"] for s in data["systems"]] == ["tolk", "tolk-deepl"]
+    sentences = [r for r in data["records"] if r["kind"] == "sentence"]
+    assert len(sentences) == 6
+    assert all(r["error"] is None and r["latency_s"] > 0 for r in sentences)
+    for row in data["summary"]["sentences"]:
+        assert row["n"] == 3
+        assert row["pair"] == "en-de"
+        assert 0 <= row["chrf_ci"][0] <= row["chrf"] <= 100
+        assert 0 <= row["bleu"] <= 100
+        assert all(v is None or 0 <= v <= 1 for v in row["rates"].values())
+        assert 0 <= row["unflagged_share"] <= 1
+        assert row["latency_s"]["p95"] >= row["latency_s"]["p50"] > 0
+    assert data["summary"]["sentences"][0]["output_tokens"] > 0  # tolk's usage
+    markup = data["summary"]["markup"]
+    assert sorted((m["system"], m["format"]) for m in markup) == [
+        ("tolk", "html"),
+        ("tolk", "markdown"),
+        ("tolk-deepl", "html"),
+    ]
+    assert all(0 <= m["intact"] <= 1 for m in markup)
+    splits = [d["split"] for d in data["summary"]["documents"]]
+    assert splits == ["sentences", "paragraphs", "none"]
+    assert (out / "quality.png").stat().st_size > 0
+    assert "| en-de | tolk |" in (out / "quality.md").read_text()
+
+    compared = run_tolk(
+        "bench", "quality-compare", "q", "q/quality.json", "--out", "c", cwd=tmp_path
+    )
+    assert compared.returncode == 0, compared.stderr[-3000:]
+    comparison = json.loads((tmp_path / "c" / "quality-compare.json").read_text())
+    assert [r["chrf"]["diff"] for r in comparison["rows"]] == [0, 0]
