@@ -1,0 +1,220 @@
+"""What a real model writes that is not a translation, told from the output alone.
+
+A small instruction model answers plausibly even when it fails: in the wrong language, with
+the source copied back, with a word repeated until the output budget ends, or cut inside a
+multi-byte character when that budget ends. Each check here is a pure function of the source,
+the output (and for the language, a detector restricted to the languages served), used by
+the service to retry and flag a segment and by `tolk bench quality` to count failures, so
+the server and the benchmark agree on what a failure is.
+
+Written by hand: no library checks model output for these (language identification is
+py3langid's, through tolk.detect; similarity is the standard library's difflib).
+"""
+
+from __future__ import annotations
+
+import difflib
+import unicodedata
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Literal
+
+from tolk.detect import Detector
+from tolk.languages import lang
+
+Problem = Literal[
+    "off_target", "echo", "loop", "truncated", "cut_character", "empty", "placeholders"
+]
+
+# Every problem, in the order a report lists them.
+PROBLEMS: tuple[Problem, ...] = (
+    "off_target",
+    "echo",
+    "loop",
+    "truncated",
+    "cut_character",
+    "empty",
+)
+
+# What each problem means, in the words of an API's `warnings` (and the README).
+DESCRIPTIONS: dict[Problem, str] = {
+    "off_target": "the output is not in the target language",
+    "echo": "the output repeats the source instead of translating it",
+    "loop": "the output repeats itself until it was cut off",
+    "truncated": "the output reached its token budget before the model finished",
+    "cut_character": "the output ended inside a character (removed)",
+    "empty": "the model returned no text for a text with words",
+    "placeholders": "the output lost or invented markup placeholders",
+}
+
+REPLACEMENT = "\ufffd"
+
+# Below this many letters a language cannot be told reliably (names, numbers, "OK").
+MIN_LETTERS_FOR_LANGUAGE = 12
+# An output this similar to its source (difflib ratio, case and spacing ignored) is an echo.
+ECHO_SIMILARITY = 0.85
+# A loop: the output's tail repeats one unit at least this many times...
+LOOP_REPEATS = 4
+# ...and the repetition covers at least this many characters and this share of the output.
+LOOP_MIN_CHARS = 16
+LOOP_MIN_SHARE = 0.3
+# Longest repeated unit looked for, in characters.
+LOOP_MAX_PERIOD = 60
+
+
+def letters(text: str) -> int:
+    return sum(1 for c in text if c.isalpha())
+
+
+def strip_cut_characters(text: str) -> tuple[str, bool]:
+    """The text without the replacement characters a decoder puts where a multi-byte
+    character was cut off (at its end: the budget stopped mid-character); True if any went."""
+    stripped = text.rstrip(REPLACEMENT)
+    # A cut can leave a lone combining mark (a Devanagari vowel sign without its consonant
+    # is whole, so only the replacement characters go).
+    return stripped, len(stripped) != len(text)
+
+
+def _normal(text: str) -> str:
+    return " ".join(unicodedata.normalize("NFKC", text).casefold().split())
+
+
+def is_echo(source: str, output: str, *, same_script_ok: bool = False) -> bool:
+    """Whether `output` is the source copied back (or nearly: a word changed, spacing).
+    `same_script_ok`: source and target languages can legitimately look alike, as for a
+    name or a product string; then only an exact copy of a longer text counts."""
+    if letters(source) < MIN_LETTERS_FOR_LANGUAGE:
+        return False
+    a, b = _normal(source), _normal(output)
+    if same_script_ok:
+        return a == b
+    return difflib.SequenceMatcher(None, a, b, autojunk=False).ratio() >= ECHO_SIMILARITY
+
+
+def loop_span(text: str) -> int:
+    """How many characters at the end of `text` are one unit repeated LOOP_REPEATS times or
+    more (0 if none): "kala kala kala kala kala", "लान्या लान्या लान्या ...", "!!!!!!!!".
+    Only the tail is looked at: a budget that ends a loop ends it there."""
+    text = text.rstrip()
+    n = len(text)
+    best = 0
+    for period in range(1, min(LOOP_MAX_PERIOD, n // LOOP_REPEATS) + 1):
+        # The longest suffix in which every character equals the one `period` before it.
+        run = 0
+        i = n - 1
+        while i - period >= 0 and text[i] == text[i - period]:
+            run += 1
+            i -= 1
+        span = run + period
+        if span >= LOOP_REPEATS * period and span > best:
+            best = span
+    return best
+
+
+def is_loop(source: str, output: str) -> bool:
+    """Whether the output ends in a repetition its source does not have."""
+    span = loop_span(output)
+    if span < LOOP_MIN_CHARS or span < LOOP_MIN_SHARE * len(output.strip()):
+        return False
+    # A source that repeats itself ("ha ha ha ha", a row of dashes) may be translated so.
+    return loop_span(source) < LOOP_MIN_CHARS
+
+
+@dataclass(frozen=True)
+class Verdict:
+    problems: tuple[Problem, ...]
+    language: str | None = None  # what the detector took the output for, when it could tell
+
+    def __bool__(self) -> bool:
+        return bool(self.problems)
+
+    @property
+    def retryable(self) -> bool:
+        """Problems another try may mend (not a cut character, which is removed)."""
+        return any(p != "cut_character" for p in self.problems)
+
+
+class OutputChecks:
+    """The checks for one server: its detector knows every language the models serve."""
+
+    def __init__(self, languages: Sequence[str]) -> None:
+        self.detector = Detector(languages)
+
+    def language_of(self, text: str) -> str | None:
+        """The served language `text` is in, when it has letters enough to tell."""
+        if letters(text) < MIN_LETTERS_FOR_LANGUAGE:
+            return None
+        detection = self.detector.detect(text)
+        return detection.language if detection.reliable else None
+
+    @staticmethod
+    def same_language(a: str, b: str) -> bool:
+        return lang(a).code == lang(b).code
+
+    def check(
+        self,
+        source: str,
+        output: str,
+        source_lang: str,
+        target_lang: str,
+        *,
+        finish_reason: str | None = None,
+        cut_character: bool = False,
+        lost_placeholders: bool = False,
+    ) -> Verdict:
+        """Every problem of one segment's output (its cut characters already removed:
+        `cut_character` says whether there were any; `lost_placeholders`, whether the
+        markup's placeholders came back, for the service's retry)."""
+        problems: list[Problem] = ["placeholders"] if lost_placeholders else []
+        if not output.strip():
+            if letters(source) > 0:
+                problems.append("empty")
+            if cut_character:
+                problems.append("cut_character")
+            return Verdict(tuple(problems))
+        detected = self.language_of(output)
+        if (
+            detected is not None
+            and not self.same_language(detected, target_lang)
+            and self.detector.tags.get(_code(target_lang)) is not None
+        ):
+            problems.append("off_target")
+        # An output the detector takes for the target language is no echo (a name, a
+        # product string, a sentence that reads the same in both).
+        in_target = detected is not None and self.same_language(detected, target_lang)
+        translating = not self.same_language(source_lang, target_lang)
+        alike = _alike(source_lang, target_lang)
+        if translating and not in_target and is_echo(source, output, same_script_ok=alike):
+            problems.append("echo")
+        if is_loop(source, output):
+            problems.append("loop")
+        if finish_reason == "length":
+            problems.append("truncated")
+        if cut_character:
+            problems.append("cut_character")
+        return Verdict(tuple(problems), detected)
+
+
+def _code(tag: str) -> str:
+    return lang(tag).code
+
+
+# Pairs whose texts share most words (names, numbers, loanwords): only an exact copy counts.
+_ALIKE = {frozenset({"es", "pt"}), frozenset({"es", "ca"}), frozenset({"pt", "gl"})}
+
+
+def _alike(a: str, b: str) -> bool:
+    return frozenset({_code(a), _code(b)}) in _ALIKE
+
+
+__all__ = [
+    "DESCRIPTIONS",
+    "PROBLEMS",
+    "OutputChecks",
+    "Problem",
+    "Verdict",
+    "is_echo",
+    "is_loop",
+    "loop_span",
+    "strip_cut_characters",
+]

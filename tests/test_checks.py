@@ -1,0 +1,103 @@
+"""Output checks and per-pair budgets, on plain data (outputs the real 0.5B model wrote)."""
+
+from __future__ import annotations
+
+import pytest
+
+from tolk.budget import DEFAULT_RATIO, MIN_RATIO, Budgets, sample
+from tolk.languages import lang
+from tolk.translation.checks import OutputChecks, is_echo, is_loop, loop_span, strip_cut_characters
+
+CHECKS = OutputChecks(["en", "de", "fr", "es", "pt", "zh", "ne"])
+SOURCE = "The museum opens at nine in the morning and closes at six in the evening."
+
+
+def test_a_german_translation_passes() -> None:
+    out = "Das Museum öffnet um neun Uhr morgens und schließt um sechs Uhr abends."
+    assert not CHECKS.check(SOURCE, out, "en", "de")
+
+
+def test_english_back_is_off_target_and_an_echo() -> None:
+    verdict = CHECKS.check(SOURCE, SOURCE, "en", "de")
+    assert set(verdict.problems) == {"off_target", "echo"}
+    assert verdict.language == "en"
+    assert verdict.retryable
+    paraphrase = "The museum is open at nine in the morning and it closes at six in the evening."
+    assert "echo" in CHECKS.check(SOURCE, paraphrase, "en", "de").problems
+
+
+def test_a_name_or_a_short_text_is_no_echo() -> None:
+    assert not CHECKS.check("Qwen", "Qwen", "en", "de")
+    assert not CHECKS.check("OK, thanks!", "OK, thanks!", "en", "de")
+    # Spanish and Portuguese share most words: only an exact copy counts between them.
+    assert not is_echo(
+        "O museu abre às nove da manhã.", "El museo abre a las nueve.", same_script_ok=True
+    )
+
+
+@pytest.mark.parametrize(
+    "output",
+    [
+        "लान्या लान्या लान्या लान्या लान्या लान्या लान्या लान्या",
+        "Das Museum kala kala kala kala kala kala kala kala kala",
+        "Das Museum öffnet!!!!!!!!!!!!!!!!!!!!!!!!",
+    ],
+)
+def test_loops_are_found(output: str) -> None:
+    assert is_loop(SOURCE, output)
+    assert "loop" in CHECKS.check(SOURCE, output, "en", "de").problems or "ne" in output
+
+
+def test_a_repeating_source_may_repeat() -> None:
+    assert loop_span("ha ha ha ha ha ha ha ha") > 0
+    assert not is_loop("ha ha ha ha ha ha ha ha", "ha ha ha ha ha ha ha ha")
+    assert not is_loop(SOURCE, "Das Museum öffnet um neun Uhr.")
+
+
+def test_a_cut_character_is_removed_and_said() -> None:
+    text, cut = strip_cut_characters("संग्रहालय बिहान नौ बजे खुल्छ र\ufffd\ufffd")
+    assert cut
+    assert "\ufffd" not in text
+    verdict = CHECKS.check(SOURCE, text, "en", "ne", finish_reason="length", cut_character=cut)
+    assert {"truncated", "cut_character"} <= set(verdict.problems)
+    assert strip_cut_characters("नमस्ते") == ("नमस्ते", False)
+
+
+def test_empty_output_for_words_is_a_problem() -> None:
+    assert CHECKS.check(SOURCE, "  ", "en", "de").problems == ("empty",)
+    assert not CHECKS.check("42", "", "en", "de")
+
+
+def test_lost_placeholders_are_retried_but_are_no_warning_of_their_own() -> None:
+    out = "Das Museum öffnet um neun Uhr morgens und schließt um sechs Uhr abends."
+    verdict = CHECKS.check(SOURCE, out, "en", "de", lost_placeholders=True)
+    assert verdict.problems == ("placeholders",)
+    assert verdict.retryable
+
+
+def test_budgets_follow_the_script_of_the_target() -> None:
+    # Characters stand in for a tokenizer here: Nepali spends more of them than German.
+    budgets = Budgets(len)
+    assert len(sample("ne") or ()) == 100
+    to_ne, to_en = budgets.ratio(lang("en"), lang("ne")), budgets.ratio(lang("ne"), lang("en"))
+    assert to_ne >= MIN_RATIO
+    assert to_en >= MIN_RATIO
+    # Outside the sample, and for a configured ratio, one number for all.
+    assert budgets.ratio(lang("en"), lang("ko")) == DEFAULT_RATIO
+    assert Budgets(len, fixed=3.0).ratio(lang("en"), lang("ne")) == 3.0
+    assert set(budgets.table(["en", "de"])) == {"en>de", "de>en"}
+
+
+def test_budgets_with_a_real_tokenizer_give_nepali_several_times_the_room() -> None:
+    from pathlib import Path
+
+    path = Path("models/qwen2.5-coder-0.5b-instruct")
+    if not (path / "tokenizer.json").exists():
+        pytest.skip("the real model is fetched by the real-model tests (tests/test_real_model.py)")
+    from transformers import AutoTokenizer
+
+    tokenizer = AutoTokenizer.from_pretrained(path)
+    budgets = Budgets(lambda text: len(tokenizer.encode(text, add_special_tokens=False)))
+    to_ne = budgets.ratio(lang("en"), lang("ne"))
+    to_de = budgets.ratio(lang("en"), lang("de"))
+    assert to_ne > 2 * to_de, budgets.table(["en", "de", "ne"])
