@@ -58,8 +58,9 @@ def translate_documents(
         return Done(finish(segment_text, made or output(segment_text)), 0, 0, 0)
 
     done = {s: answer(s) for s in plan.first}
-    runs = plan.restore(done)
-    done |= {s: Done(finish(s, output(s)), 0, 0, 0) for s in runs}
+    # The service's passes: whole units, then without paired markup, then run by run.
+    while pending := plan.restore(done):
+        done |= {s: answer(s) for s in pending}
     return plan.render(done), plan
 
 
@@ -84,6 +85,15 @@ def element_tree(markup: str) -> list[tuple[str, dict[str, str]]]:
         for el in tree.iter()
         if isinstance(el.tag, str)
     ]
+
+
+EMPHASIS_ELEMENTS = {"b", "i", "em", "strong", "u", "s", "del", "ins", "mark", "small", "span"}
+
+
+def without_emphasis_elements(
+    tree: list[tuple[str, dict[str, str]]],
+) -> list[tuple[str, dict[str, str]]]:
+    return [(tag, attrs) for tag, attrs in tree if tag not in EMPHASIS_ELEMENTS]
 
 
 def kept_text(markup: str) -> list[str]:
@@ -119,6 +129,10 @@ def test_markdown_units_are_the_prose_with_inline_markup_as_placeholders() -> No
         assert verbatim not in joined, verbatim
 
 
+def without_emphasis(events: tuple[str, ...]) -> tuple[str, ...]:
+    return tuple(e for e in events if not re.search(r"'(Emphasis|Strong|Strikethrough)'", e))
+
+
 def test_markdown_echoed_back_is_the_same_document() -> None:
     out, _ = translate("markdown", README, lambda s: s, keep_placeholders=True)
     assert structure(out) == structure(README)
@@ -131,7 +145,8 @@ def test_markdown_keeps_its_structure_whatever_the_model_writes(data: st.DataObj
     out, _ = translate(
         "markdown", README, lambda s: data.draw(NASTY) or "x", keep_placeholders=keep
     )
-    assert structure(out) == structure(README)
+    # Emphasis is what a unit may lose (translated whole without it); nothing else.
+    assert without_emphasis(structure(out)) == without_emphasis(structure(README))
     for verbatim in (
         "---\ntitle: tolk\ntags: [translation, vllm]\n---\n",
         "   ```bash\n   pip install tolk  # needs Python 3.11+\n   ```\n",
@@ -173,7 +188,7 @@ def test_a_placeholder_around_nothing_or_glued_delimiters_fall_back_to_runs() ->
         lambda s: "Dites<g1>bonjour</g1>maintenant." if "<g1>" in s else "mot",
         keep_placeholders=False,
     )
-    assert out == "mot _mot_ mot\n"
+    assert out == "mot\n"  # translated whole, without its emphasis
 
 
 # -- placeholders -----------------------------------------------------------------------------
@@ -233,7 +248,10 @@ def test_html_echoed_back_is_the_same_page() -> None:
 def test_html_keeps_its_element_tree_whatever_the_model_writes(data: st.DataObject) -> None:
     keep = data.draw(st.booleans())
     out, _ = translate("html", PAGE, lambda s: data.draw(NASTY) or "x", keep_placeholders=keep)
-    assert element_tree(out) == element_tree(PAGE)
+    # Emphasis is what a unit may lose (translated whole without it); nothing else.
+    assert without_emphasis_elements(element_tree(out)) == without_emphasis_elements(
+        element_tree(PAGE)
+    )
     assert kept_text(out) == kept_text(PAGE)
     for verbatim in ('<a href="https://example.com/?a=1&amp;b=2">', "<!-- navigation -->"):
         assert verbatim in out

@@ -88,14 +88,35 @@ class SamplingSettings(_Strict):
     repetition_penalty: float | None = Field(None, gt=0)
 
 
+class CheckSettings(_Strict):
+    """What tolk does with output that is not a translation (tolk.translation.checks): in the
+    wrong language, the source echoed, a loop, cut at the budget. Such a segment is tried
+    once more with `retry_sampling` and, for formats that take instructions, a firmer
+    instruction; whatever is still wrong is returned with a warning, never silently."""
+
+    enabled: bool = Field(True, description="Check every segment's output.")
+    retry: bool = Field(True, description="Try a segment with a problem once more.")
+    retry_instruction: bool = Field(
+        True, description="The retry's prompt says again which language to answer in."
+    )
+    retry_sampling: SamplingSettings = Field(
+        default_factory=lambda: SamplingSettings(repetition_penalty=1.2),
+        description="Decoding settings of the retry (a repetition penalty breaks loops).",
+    )
+
+
 class ModelSettings(_Strict):
     name: str = Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
     path: str = Field(min_length=1, description="Local directory or Hugging Face model id.")
     prompt_format: PromptFormatName = "chat"
     languages: tuple[str, ...] = Field((), description="Serve any pair among these languages.")
     pairs: tuple[str, ...] = Field((), description="Serve these pairs, written 'en>de'.")
-    max_tokens_ratio: float = Field(
-        2.0, gt=0, description="Output budget: this many tokens per source token, plus extra."
+    max_tokens_ratio: float | None = Field(
+        None,
+        gt=0,
+        description="Output budget: this many tokens per source token, plus extra, for every "
+        "pair. Default: measured per language pair with the model's own tokenizer on the "
+        "parallel sample tolk ships (tolk.budget); 2.0 outside it.",
     )
     max_tokens_extra: int = Field(16, ge=1)
     max_segment_tokens: int = Field(
@@ -105,6 +126,7 @@ class ModelSettings(_Strict):
         "sentence boundaries into segments of at most this size, translated side by side.",
     )
     sampling: SamplingSettings = SamplingSettings()
+    checks: CheckSettings = CheckSettings()
     engine: EngineSettings = EngineSettings()
 
     @field_validator("languages")
@@ -155,6 +177,13 @@ class ServerSettings(_Strict):
     host: str = "127.0.0.1"
     port: int = Field(8000, ge=0, le=65535)
     request_timeout: float = Field(30.0, gt=0, description="Per-request deadline in seconds.")
+    segment_timeout: float = Field(
+        0.0,
+        ge=0,
+        description="Seconds added to a request's deadline for each round of segments it "
+        "brings (its segments divided by how many the model runs at once), so the deadline "
+        "follows the amount of work: a long document gets longer than a sentence.",
+    )
     max_request_chars: int = Field(
         131_072, ge=1, description="Most characters of text in one request, all texts together."
     )

@@ -125,6 +125,7 @@ def create_app(config: TolkConfig) -> FastAPI:
                 config.server.max_request_chars,
                 config.server.max_texts,
                 config.server.max_file_chars,
+                config.server.segment_timeout,
             ),
             glossaries,
             find_glossary=find_glossary,

@@ -4,6 +4,7 @@ guard (a client that leaves aborts its engine requests), count usage and metrics
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Coroutine
 from typing import Annotated, Any, TypeVar
 from urllib.parse import quote
@@ -130,6 +131,22 @@ class Calls:
         for source_tokens, output_tokens in result.lengths:
             metrics.source_tokens.labels(result.model, pair).observe(source_tokens)
             metrics.output_tokens.labels(result.model, pair).observe(output_tokens)
+        checks = result.checks
+        for problem, segments in checks.found.items():
+            metrics.output_problems.labels(result.model, problem).inc(segments)
+        if checks.retried:
+            metrics.output_retries.labels(result.model, "mended").inc(checks.mended)
+            metrics.output_retries.labels(result.model, "not_mended").inc(
+                checks.retried - checks.mended
+            )
+        for warning in result.warnings:
+            metrics.flagged.labels(result.model, warning.code).inc()
+        if result.warnings:
+            # The drop-in APIs' bodies have no place for them; tolk's own also has `warnings`.
+            headers["X-Tolk-Warnings"] = json.dumps(
+                [{"text": w.text, "code": w.code} for w in result.warnings],
+                separators=(",", ":"),
+            )
 
 
 # `async def` accessor: FastAPI runs plain `def` dependencies in a thread pool.

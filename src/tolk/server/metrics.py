@@ -89,6 +89,27 @@ class ServiceMetrics:
             ["model"],
             registry=r,
         )
+        self.output_problems = Counter(
+            "tolk_output_problems",
+            "Segments whose first output the checks found a problem in (off_target, echo, "
+            "loop, truncated, cut_character, empty, placeholders): before any retry.",
+            ["model", "problem"],
+            registry=r,
+        )
+        self.output_retries = Counter(
+            "tolk_output_retries",
+            "Segments tried a second time for a problem in their output; `mended`: the "
+            "second try had none left.",
+            ["model", "result"],
+            registry=r,
+        )
+        self.flagged = Counter(
+            "tolk_flagged_texts",
+            "Texts returned with a warning (the `warnings` of tolk's API, X-Tolk-Warnings "
+            "elsewhere), by warning code: suspect output never passes silently.",
+            ["model", "code"],
+            registry=r,
+        )
         self.engines = EngineStates()
         r.register(self.engines)
         self.loop_stall = Histogram(

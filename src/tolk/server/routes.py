@@ -34,6 +34,7 @@ from tolk.server.schemas import (
     LanguagesResponse,
     ModelLanguages,
     ReadyResponse,
+    TextWarning,
     TranslateRequest,
     TranslateResponse,
     Usage,
@@ -164,6 +165,10 @@ def _response(body: TranslateRequest, result: Translation) -> TranslateResponse:
             segments=usage.segments,
             characters=usage.characters,
         ),
+        warnings=[
+            TextWarning(text=w.text, code=w.code, message=w.message, units=w.units)
+            for w in result.warnings
+        ],
     )
 
 

@@ -145,6 +145,16 @@ class Usage(BaseModel):
     segments: int = Field(description="Engine requests the texts were cut into (distinct ones).")
 
 
+class TextWarning(BaseModel):
+    text: int = Field(description="Which text (its index in the request's `text`; 0 for one).")
+    code: str = Field(
+        description="off_target, echo, loop, truncated, cut_character, empty, "
+        "markup_dropped, markup_split or untranslated (README: 'Warnings')."
+    )
+    message: str = Field(description="What it means, in words.")
+    units: int = Field(description="How many of the text's segments or markup units have it.")
+
+
 class TranslateResponse(BaseModel):
     translation: str | list[str] = Field(description="Same shape as the request's `text`.")
     source_lang: str = Field(description="Normalised source language tag (the first text's).")
@@ -154,6 +164,12 @@ class TranslateResponse(BaseModel):
         None, description="When the source was detected: per text, same shape as `text`."
     )
     usage: Usage
+    warnings: list[TextWarning] = Field(
+        default_factory=list,
+        description="What tolk suspects about a translation after checking it (and trying "
+        "once more): wrong language, the source echoed, a loop, cut at the budget, markup "
+        "that could not be kept. Empty when every text passed its checks.",
+    )
 
 
 class ErrorBody(BaseModel):

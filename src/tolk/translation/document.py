@@ -10,8 +10,11 @@ XLIFF-style: `<g1>` ... `</g1>` around a paired element's content, `<x2/>` for a
 one (inline code, a line break, an image). So a sentence keeps its context and the model can
 move emphasis where the target language's word order needs it. `restore` checks that every
 placeholder came back exactly once and properly nested, and only then puts the original
-markup back; if a model dropped, doubled or garbled one, the unit falls back to its text runs
-translated one by one (`runs`, `with_runs`), the markup staying exactly where it was. Model
+markup back. If a model dropped, doubled or garbled one (after the service's retry), the
+unit is translated again whole without its emphasis (`plain`: the sentence's words matter
+more than its bold; links, images and code keep their placeholders), and only if that fails
+too it falls back to its text runs translated one by one (`runs`, `with_runs`), the markup
+staying exactly where it was and the punctuation around each run kept. Model
 output always goes through the unit's `escape`, so whatever the model writes (`<`, `&`, `*`,
 `` ` ``, `[`...) is text in the output format, never markup.
 
@@ -26,21 +29,49 @@ from collections.abc import Callable, Hashable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Literal
 
-from tolk.translation.prompts import keep_outer_whitespace
 from tolk.translation.segment import Segmented
 
 Escape = Callable[[str], str]
 TagKind = Literal["open", "close", "atom", "break"]
 
-_PLACEHOLDER = re.compile(r"<(/?)g(\d+)>|<x(\d+)\s*/>")
+PLACEHOLDER = re.compile(r"<(/?)g(\d+)>|<x(\d+)\s*/>")
 
 
 def identity(text: str) -> str:
     return text
 
 
+# Paired markup that only emphasises (markdown's `*`, `_`, `~~`; HTML's inline formatting
+# elements): what a unit may lose to keep its sentence whole. Links, images and anything
+# else carry content and are never dropped.
+_EMPHASIS = re.compile(
+    r"^(?:[*_~]+|</?(?:b|i|em|strong|u|s|del|ins|mark|small|strike|span)\b[^>]*>)$", re.I
+)
+
+
+def emphasis(piece: object) -> bool:
+    return (
+        isinstance(piece, Tag)
+        and piece.kind in ("open", "close")
+        and bool(_EMPHASIS.match(piece.source.strip()))
+    )
+
+
 def has_words(text: str) -> bool:
     return any(c.isalpha() for c in text)
+
+
+_EDGES = re.compile(r"^([\W_]*)(.*?)([\W_]*)$", re.DOTALL)
+
+
+def edges(run: str) -> tuple[str, str, str]:
+    """A text run as (lead, core, trail): the core from its first to its last letter or
+    digit, the punctuation and spaces around it kept as they are when the run is
+    translated on its own (". Then call " must not come back as "Dann rufen Sie", glued to
+    the link before it)."""
+    match = _EDGES.match(run)
+    assert match is not None
+    return match[1], match[2], match[3]
 
 
 @dataclass(frozen=True)
@@ -92,61 +123,102 @@ class Unit:
     tagged: bool = field(init=False, compare=False)
     runs: tuple[str, ...] = field(init=False, compare=False)  # text runs with words
     masked: str | None = field(init=False, compare=False)  # the segment for the model
+    # The segment with its emphasis left out, every other placeholder kept: the fallback
+    # when the model cannot keep the pairs (the words matter more than emphasis).
+    plain: str | None = field(init=False, compare=False)
+    emphasised: frozenset[int] = field(init=False, compare=False)  # ids of emphasis pairs
     structure: Hashable = field(init=False, compare=False)  # `check` of the unit as it is
+    plain_structure: Hashable = field(init=False, compare=False)  # ...without emphasis
 
     def __post_init__(self) -> None:
         tagged = any(isinstance(p, Tag) and p.kind != "break" for p in self.pieces)
-        runs = tuple(p.text for p in self.pieces if isinstance(p, Text) and has_words(p.text))
+        emphasised = {p.id for p in self.pieces if isinstance(p, Tag) and emphasis(p)}
+        object.__setattr__(self, "emphasised", frozenset(emphasised))
+        runs = tuple(
+            edges(p.text)[1] for p in self.pieces if isinstance(p, Text) and has_words(p.text)
+        )
         object.__setattr__(self, "tagged", tagged)
         object.__setattr__(self, "runs", runs)
-        object.__setattr__(self, "masked", self._mask())
+        object.__setattr__(self, "masked", self._mask(paired=True))
+        object.__setattr__(self, "plain", self._mask(paired=False) if emphasised else None)
         structure = None if self.check is None else self.check(_flat(self.original()))
         object.__setattr__(self, "structure", structure)
+        plain_structure = (
+            None
+            if self.check is None
+            else self.check(_flat([p for p in self.original() if not self._dropped(p)]))
+        )
+        object.__setattr__(self, "plain_structure", plain_structure)
 
-    def _mask(self) -> str | None:
-        """Inline markup as placeholders; None where the text itself looks like a
-        placeholder (then only the runs can be translated safely)."""
+    def _dropped(self, piece: object) -> bool:
+        """Whether `piece` is emphasis, left out of `plain`."""
+        return (
+            isinstance(piece, Tag)
+            and piece.kind in ("open", "close")
+            and piece.id in self.emphasised
+        )
+
+    def _mask(self, paired: bool) -> str | None:
+        """Inline markup as placeholders (emphasis left out unless `paired`); None where
+        the text itself looks like a placeholder (then only the runs can be translated
+        safely)."""
         if not self.tagged:
             return "".join(p.text if isinstance(p, Text) else " " for p in self.pieces)
         out = []
         for piece in self.pieces:
             if isinstance(piece, Text):
-                if _PLACEHOLDER.search(piece.text):
+                if PLACEHOLDER.search(piece.text):
                     return None
                 out.append(piece.text)
             elif piece.kind == "break":
                 out.append(" ")
             elif piece.kind == "atom":
                 out.append(f"<x{piece.id}/>")
-            else:
+            elif paired or not self._dropped(piece):
                 out.append(f"<{'/' if piece.kind == 'close' else ''}g{piece.id}>")
         return "".join(out)
 
-    def valid(self, rendered: Rendered) -> bool:
-        """Whether a rendered translation parses to the same structure as the source: an
-        underscore delimiter glued to a word, or emphasis around nothing, is not emphasis."""
-        return self.check is None or self.check(_flat(rendered)) == self.structure
+    def placeholders(self, paired: bool = True) -> list[str]:
+        """The placeholders the model must give back, in source order."""
+        return [
+            f"<x{p.id}/>" if p.kind == "atom" else f"<{'/' if p.kind == 'close' else ''}g{p.id}>"
+            for p in self.pieces
+            if isinstance(p, Tag) and p.kind != "break" and (paired or not self._dropped(p))
+        ]
+
+    def valid(self, rendered: Rendered, paired: bool = True) -> bool:
+        """Whether a rendered translation parses to the same structure as the source (without
+        its emphasis, when not `paired`): an underscore delimiter glued to a word, or
+        emphasis around nothing, is not emphasis."""
+        if self.check is None:
+            return True
+        return self.check(_flat(rendered)) == (self.structure if paired else self.plain_structure)
 
     def original(self) -> Rendered:
         """The unit as it was (kept untranslated when no translation keeps its markup)."""
         return [p if isinstance(p, Tag) else p.source for p in self.pieces]
 
-    def restore(self, translation: str) -> Rendered | None:
+    def restore(self, translation: str, paired: bool = True) -> Rendered | None:
         """The translation with the original markup in place of its placeholders, or None
-        if any placeholder is missing, repeated, unknown or badly nested."""
+        if any placeholder is missing, repeated, unknown or badly nested. Not `paired`: the
+        translation of `plain`, whose emphasis is left out."""
         if not self.tagged:
             return [self.escape(translation)]
-        tags = {(p.kind, p.id): p for p in self.pieces if isinstance(p, Tag) and p.kind != "break"}
+        tags = {
+            (p.kind, p.id): p
+            for p in self.pieces
+            if isinstance(p, Tag) and p.kind != "break" and (paired or not self._dropped(p))
+        }
         out: Rendered = []
         seen: set[tuple[str, int]] = set()
         stack: list[int] = []
         at = 0
-        for match in _PLACEHOLDER.finditer(translation):
-            closing, paired, atom = match.groups()
+        for match in PLACEHOLDER.finditer(translation):
+            closing, pair, atom = match.groups()
             if atom is not None:
                 key: tuple[str, int] = ("atom", int(atom))
             else:
-                key = ("close" if closing else "open", int(paired))
+                key = ("close" if closing else "open", int(pair))
             if key not in tags or key in seen:
                 return None
             if key[0] == "open":
@@ -171,8 +243,10 @@ class Unit:
         for piece in self.pieces:
             if isinstance(piece, Tag):
                 out.append(piece)
-            elif has_words(piece.text) and (translation := translated(piece.text).strip()):
-                out.append(self.escape(keep_outer_whitespace(piece.text, translation)))
+                continue
+            lead, core, trail = edges(piece.text)
+            if has_words(piece.text) and (translation := translated(core).strip()):
+                out.append(self.escape(lead + translation + trail))
             else:
                 out.append(piece.source)
         return out

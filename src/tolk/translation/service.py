@@ -18,8 +18,9 @@ import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
-from typing import TypeVar
+from typing import Literal, TypeVar
 
+from tolk.budget import DEFAULT_RATIO
 from tolk.config import ModelSettings
 from tolk.detect import Detection, Detector
 from tolk.engine import Generation, ModelEngine, ModelPool, Tokenizer
@@ -30,7 +31,8 @@ from tolk.errors import (
     UnknownGlossary,
 )
 from tolk.languages import Lang, lang, request_lang
-from tolk.translation.document import Document, Rendered
+from tolk.translation.checks import DESCRIPTIONS, OutputChecks, Verdict, strip_cut_characters
+from tolk.translation.document import PLACEHOLDER, Document, Rendered
 from tolk.translation.formats import Format, Splitter, parse
 from tolk.translation.glossary import Glossary, Terms
 from tolk.translation.html_format import DEFAULT_RULES, TagRules
@@ -81,6 +83,7 @@ class Limits:
     max_request_chars: int
     max_texts: int
     max_file_chars: int = 1_000_000
+    segment_seconds: float = 0.0  # added to the deadline per round of segments
 
 
 @dataclass(frozen=True)
@@ -89,6 +92,39 @@ class Usage:
     completion_tokens: int
     characters: int
     segments: int
+
+
+@dataclass(frozen=True)
+class TextWarning:
+    """Something tolk suspects about one text's translation (tolk.translation.checks'
+    problems, or how its markup fared); `units`: how many of its segments or units."""
+
+    text: int
+    code: str
+    units: int
+
+    @property
+    def message(self) -> str:
+        return WARNINGS.get(self.code, self.code)
+
+
+# What each warning code means, as the APIs say it.
+WARNINGS: dict[str, str] = dict(DESCRIPTIONS) | {
+    "markup_dropped": "the model could not keep the inline markup; the sentence was "
+    "translated whole and its emphasis and links left out",
+    "markup_split": "the model could not keep the inline markup; the text runs between it "
+    "were translated one by one",
+    "untranslated": "no translation kept the markup valid; the source was returned",
+}
+
+
+@dataclass(frozen=True)
+class CheckCounts:
+    """Segments whose first output had each problem, and what the retries did."""
+
+    found: Mapping[str, int] = field(default_factory=dict)
+    retried: int = 0
+    mended: int = 0  # retried segments whose second output had no problem left
 
 
 @dataclass(frozen=True)
@@ -103,6 +139,8 @@ class Translation:
     lengths: list[tuple[int, int]]
     # Each text's detected source, when the request named none ("auto")
     detections: tuple[Detection, ...] = ()
+    warnings: tuple[TextWarning, ...] = ()
+    checks: CheckCounts = CheckCounts()
 
     def source_of(self, index: int) -> str:
         """The source tag of text `index`: detected, or the request's."""
@@ -119,18 +157,30 @@ class EngineJob:
 
 @dataclass(frozen=True)
 class Done:
-    """One segment's translation (cleaned, outer whitespace kept) and its token counts."""
+    """One segment's translation (cleaned, outer whitespace kept) and its token counts
+    (of every try); `problems`: what the output checks still found in it, `found`: what
+    they found in the first try, `retried`: whether it was tried twice."""
 
     text: str
     prompt_tokens: int
     completion_tokens: int
     source_tokens: int
+    problems: tuple[str, ...] = ()
+    found: tuple[str, ...] = ()
+    retried: bool = False
+
+
+Via = Literal["whole", "plain", "runs", "original"]
 
 
 class DocumentPlan:
-    """The engine work of a request's documents: the first pass (every unit that goes to
-    the model whole, with placeholders), then the text runs of units that cannot (over the
-    budget, or placeholders lost), cut like text. Identical segments are translated once."""
+    """The engine work of a request's documents, in passes. First every unit that goes to
+    the model whole, with placeholders for its markup. A unit whose placeholders did not
+    come back (the service has retried it once by then) is translated again as one piece
+    without its paired markup (`Unit.plain`): the sentence stays whole and its words right,
+    its emphasis and links are dropped, and the text is flagged `markup_dropped`. Only what
+    even that cannot keep, and units over the budget, go run by run: their text runs cut like
+    text, the markup where it was. Identical segments are translated once."""
 
     def __init__(
         self, docs: Sequence[Document], cut: Splitter, fits: Callable[[str], bool]
@@ -140,18 +190,26 @@ class DocumentPlan:
         self._cuts: dict[str, Segmented] = {}
         first: dict[str, None] = {}
         runs: dict[str, None] = {}
-        self.by_runs: set[tuple[int, int]] = set()  # (document, unit) translated run by run
+        # Where each unit stands: how it is (to be) translated.
+        self.via: dict[tuple[int, int], Via] = {}
         for d, doc in enumerate(docs):
             for u, unit in enumerate(doc.units):
                 masked = unit.masked
                 if masked is not None and (doc.cut_to_fit or fits(masked)):
                     first[masked] = None
+                    self.via[(d, u)] = "whole"
                 else:
-                    self.by_runs.add((d, u))
+                    self.via[(d, u)] = "runs"
                     runs |= dict.fromkeys(s for run in unit.runs for s in self.cut(run).segments)
         self.first = list(first)
         self.known_runs = list(runs)
         self.outputs: list[dict[int, Rendered]] = [{} for _ in docs]
+        self.fell_back: set[tuple[int, int]] = set()  # went run by run for their markup
+
+    @property
+    def by_runs(self) -> set[tuple[int, int]]:
+        """(document, unit) translated run by run."""
+        return {key for key, via in self.via.items() if via == "runs"}
 
     def cut(self, run: str) -> Segmented:
         """A text run cut into segments (once: cutting measures tokens)."""
@@ -159,28 +217,53 @@ class DocumentPlan:
             self._cuts[run] = self._cut(run)
         return self._cuts[run]
 
+    def _segments(self, key: tuple[int, int]) -> list[str]:
+        unit = self.docs[key[0]].units[key[1]]
+        via = self.via[key]
+        if via == "whole":
+            return [unit.masked or ""]
+        if via == "plain":
+            return [unit.plain or ""]
+        if via == "runs":
+            return [s for run in unit.runs for s in self.cut(run).segments]
+        return []
+
     def restore(self, done: Mapping[str, Done]) -> list[str]:
-        """Put the first pass's translations in place; the run segments still to translate."""
-        for d, doc in enumerate(self.docs):
-            for u, unit in enumerate(doc.units):
-                if (d, u) in self.by_runs:
-                    continue
-                restored = unit.restore(done[unit.masked or ""].text)
-                if restored is None or not unit.valid(restored):
-                    self.by_runs.add((d, u))
-                else:
-                    self.outputs[d][u] = restored
+        """Put the translations in `done` in place where they keep their markup; a unit
+        that does not moves on (whole -> plain -> runs). Returns the segments still to
+        translate: call again with them translated until it returns none, then `render`."""
+        for (d, u), via in self.via.items():
+            unit = self.docs[d].units[u]
+            if via not in ("whole", "plain") or (u in self.outputs[d]):
+                continue
+            text = unit.masked if via == "whole" else unit.plain
+            if text not in done:
+                continue
+            paired = via == "whole"
+            restored = unit.restore(done[text or ""].text, paired=paired)
+            if restored is not None and unit.valid(restored, paired=paired):
+                self.outputs[d][u] = restored
+            else:
+                self.via[(d, u)] = "plain" if paired and unit.plain is not None else "runs"
+                self.fell_back.add((d, u))
         needed = {
             s: None
-            for d, u in sorted(self.by_runs)
-            for run in self.docs[d].units[u].runs
-            for s in self.cut(run).segments
+            for key in sorted(self.via)
+            if key[1] not in self.outputs[key[0]]
+            for s in self._segments(key)
         }
         return [s for s in needed if s not in done]
 
     def render(self, done: Mapping[str, Done]) -> list[str]:
-        for d, u in self.by_runs:
+        for (d, u), via in self.via.items():
+            if u in self.outputs[d]:
+                continue
             unit = self.docs[d].units[u]
+            segments = self._segments((d, u))
+            if via != "runs" or any(s not in done for s in segments):
+                self.via[(d, u)] = "original"
+                self.outputs[d][u] = unit.original()
+                continue
 
             def run_translation(run: str) -> str:
                 cut = self.cut(run)
@@ -188,8 +271,32 @@ class DocumentPlan:
 
             rendered = unit.with_runs(run_translation)
             # Kept as it was rather than returned with broken markup.
-            self.outputs[d][u] = rendered if unit.valid(rendered) else unit.original()
+            if unit.valid(rendered):
+                self.outputs[d][u] = rendered
+            else:
+                self.via[(d, u)] = "original"
+                self.outputs[d][u] = unit.original()
         return [doc.render(self.outputs[d]) for d, doc in enumerate(self.docs)]
+
+    def warnings(self, done: Mapping[str, Done]) -> list[dict[str, int]]:
+        """Per document: each warning code and how many of its units have it (after
+        `render`): the problems of the segments its text came from, and how markup fared."""
+        out: list[dict[str, int]] = [{} for _ in self.docs]
+        for (d, u), via in self.via.items():
+            unit = self.docs[d].units[u]
+            codes: set[str] = set()
+            for s in self._segments((d, u)):
+                if s in done:
+                    codes |= set(done[s].problems)
+            if via == "plain":
+                codes.add("markup_dropped")
+            elif via == "runs" and (d, u) in self.fell_back:
+                codes.add("markup_split")
+            elif via == "original" and unit.runs:
+                codes.add("untranslated")
+            for code in codes:
+                out[d][code] = out[d].get(code, 0) + 1
+        return out
 
 
 @asynccontextmanager
@@ -225,17 +332,19 @@ def plan_job(
     target: Lang,
     terms: Terms = (),
     instructions: Instructions = NO_INSTRUCTIONS,
+    ratio: float | None = None,
 ) -> EngineJob:
-    """The engine request tolk makes of one segment: its prompt token ids and output budget.
-    The benchmarks that feed an engine directly (tolk.bench.overhead, .versus) use it too, so
-    both sides of a comparison get the very same prompts."""
+    """The engine request tolk makes of one segment: its prompt token ids and output budget
+    (`ratio`: output tokens per source token for this pair, tolk.budget; the configured or
+    default one if None). The benchmarks that feed an engine directly (tolk.bench.overhead,
+    .versus) use it too, so both sides of a comparison get the very same prompts."""
     prompt = FORMATS[settings.prompt_format](text.strip(), source, target, terms, instructions)
     prompt_ids = render(prompt, tokenizer)
     source_tokens = len(tokenizer.encode(text, add_special_tokens=False))
     budget = output_budget(
         source_tokens,
         len(prompt_ids),
-        settings.max_tokens_ratio,
+        ratio or settings.max_tokens_ratio or DEFAULT_RATIO,
         settings.max_tokens_extra,
         max_model_len,
     )
@@ -293,6 +402,19 @@ def _merge(
         engine_seconds=max(p.engine_seconds for p in parts),
         lengths=[pair for p in parts for pair in p.lengths],
         detections=detections,
+        warnings=tuple(
+            dataclasses.replace(w, text=ix[w.text])
+            for part, ix in zip(parts, indices, strict=True)
+            for w in part.warnings
+        ),
+        checks=CheckCounts(
+            found={
+                code: sum(p.checks.found.get(code, 0) for p in parts)
+                for code in {c for p in parts for c in p.checks.found}
+            },
+            retried=sum(p.checks.retried for p in parts),
+            mended=sum(p.checks.mended for p in parts),
+        ),
     )
 
 
@@ -358,6 +480,8 @@ class Translator:
         self.find_glossary = find_glossary or (lambda glossary_id: None)
         # Among the languages the models translate from.
         self.detector = Detector(pool.sources)
+        # Output checks tell among every language served, targets too.
+        self.checks = OutputChecks([*pool.sources, *pool.targets])
         # Per-text work waits for a turn: one piece per pass of the event loop.
         self.pacer = Pacer()
 
@@ -422,6 +546,7 @@ class Translator:
             target,
             terms,
             instructions,
+            engine.budgets.ratio(source, target),
         )
         if job.max_tokens < min(job.source_tokens, 16) or job.max_tokens < 1:
             raise PayloadTooLarge(
@@ -518,21 +643,24 @@ class Translator:
         with engine.admit(len(plan.first) + len(plan.known_runs)) as window:
             started = time.monotonic()
             slots = asyncio.Semaphore(window)
-            async with _deadline(deadline):
+            rounds = math.ceil((len(plan.first) + len(plan.known_runs)) / max(1, window))
+            async with _deadline(deadline + self.limits.segment_seconds * rounds):
                 progress = _Progress(len(plan.first) + len(plan.known_runs))
-                done = await self._generate_all(
-                    engine, plan.first, source, target, slots, on_segment, progress, resolved, told
-                )
-                runs = plan.restore(done)
-                # Units whose placeholders did not come back: their text runs, one by one.
-                progress.planned = max(progress.planned, len(done) + len(runs))
-                done |= await self._generate_all(
-                    engine, runs, source, target, slots, on_segment, progress, resolved, told
-                )
+                done: dict[str, Done] = {}
+                pending = plan.first
+                # Passes: units whole; those whose placeholders did not come back without
+                # their paired markup; what still fails, and units over the budget, run by run.
+                while pending:
+                    progress.planned = max(progress.planned, len(done) + len(pending))
+                    done |= await self._generate_all(
+                        engine, pending, source, target, slots, on_segment, progress, resolved, told
+                    )
+                    pending = plan.restore(done)
         engine_seconds = time.monotonic() - started
         generations = list(done.values())
+        texts = plan.render(done)
         return Translation(
-            texts=plan.render(done),
+            texts=texts,
             source=source,
             target=target,
             model=engine.name,
@@ -545,6 +673,19 @@ class Translator:
             engine_seconds=engine_seconds,
             lengths=[(g.source_tokens, g.completion_tokens) for g in generations],
             detections=detections,
+            warnings=tuple(
+                TextWarning(text, code, units)
+                for text, codes in enumerate(plan.warnings(done))
+                for code, units in sorted(codes.items())
+            ),
+            checks=CheckCounts(
+                found={
+                    code: sum(1 for g in generations if code in g.found)
+                    for code in {c for g in generations for c in g.found}
+                },
+                retried=sum(1 for g in generations if g.retried),
+                mended=sum(1 for g in generations if g.retried and not g.problems),
+            ),
         )
 
     @staticmethod
@@ -588,24 +729,57 @@ class Translator:
         is built when its turn comes, so a long document does not hold the event loop."""
 
         numbered_from = progress.done
+        checks = engine.settings.checks
+
+        async def attempt(index: int, text: str, again: Verdict | None) -> _Attempt:
+            told = instructions
+            if again is not None and checks.retry_instruction:
+                told = _firmer(engine, told, text, source, target, again)
+            job = self._job(engine, index, text, source, target, glossary.terms(text), told)
+            progress.in_flight += 1
+            try:
+                generation = await engine.generate(
+                    job.prompt_ids,
+                    job.max_tokens,
+                    checks.retry_sampling if again is not None else None,
+                )
+            finally:
+                progress.in_flight -= 1
+            output, cut = self._finish(text, generation, target)
+            verdict = (
+                self.checks.check(
+                    PLACEHOLDER.sub(" ", text),
+                    PLACEHOLDER.sub(" ", output),
+                    source.tag,
+                    target.tag,
+                    finish_reason=generation.finish_reason,
+                    cut_character=cut,
+                    lost_placeholders=_lost_placeholders(text, output),
+                )
+                if checks.enabled
+                else Verdict(("cut_character",) if cut else ())
+            )
+            return _Attempt(output, verdict, generation, job.source_tokens)
 
         async def one(index: int, text: str) -> Done:
             async with slots:
                 await self.pacer.turn()
-                job = self._job(
-                    engine, index, text, source, target, glossary.terms(text), instructions
-                )
-                progress.in_flight += 1
-                try:
-                    generation = await engine.generate(job.prompt_ids, job.max_tokens)
-                finally:
-                    progress.in_flight -= 1
+                first = await attempt(index, text, None)
+                chosen, tries = first, [first]
+                if checks.enabled and checks.retry and first.verdict.retryable:
+                    second = await attempt(index, text, first.verdict)
+                    tries.append(second)
+                    if len(second.verdict.problems) < len(first.verdict.problems):
+                        chosen = second
                 progress.done += 1
                 finished = Done(
-                    text=self._finish(text, generation, target),
-                    prompt_tokens=generation.prompt_tokens,
-                    completion_tokens=generation.completion_tokens,
-                    source_tokens=job.source_tokens,
+                    text=chosen.output,
+                    prompt_tokens=sum(t.generation.prompt_tokens for t in tries),
+                    completion_tokens=sum(t.generation.completion_tokens for t in tries),
+                    source_tokens=first.source_tokens,
+                    problems=tuple(p for p in chosen.verdict.problems if p != "placeholders"),
+                    found=first.verdict.problems,
+                    retried=len(tries) > 1,
                 )
                 if on_segment is not None:
                     on_segment(
@@ -624,12 +798,54 @@ class Translator:
         return dict(zip(segments, done, strict=True))
 
     @staticmethod
-    def _finish(source_text: str, generation: Generation, target: Lang) -> str:
-        translation = clean(generation.text, source_text, target)
+    def _finish(source_text: str, generation: Generation, target: Lang) -> tuple[str, bool]:
+        """The output as a translation, and whether a cut character was removed from it (the
+        budget stopped the model inside a multi-byte character: never returned)."""
+        whole, cut = strip_cut_characters(generation.text)
+        translation = clean(whole, source_text, target)
         if "\n" not in source_text:
             # A line's translation stays one line, or the text's line structure would move.
             translation = _LINE_BREAKS.sub(" ", translation)
-        return keep_outer_whitespace(source_text, translation)
+        return keep_outer_whitespace(source_text, translation), cut
+
+
+@dataclass(frozen=True)
+class _Attempt:
+    output: str
+    verdict: Verdict
+    generation: Generation
+    source_tokens: int
+
+
+def _placeholders(text: str) -> list[str]:
+    """The placeholders in a segment (tolk.translation.document), as written, in order."""
+    return [m[0] for m in PLACEHOLDER.finditer(text)]
+
+
+def _lost_placeholders(text: str, output: str) -> bool:
+    """Whether the output lacks (or invents) any of the segment's placeholders."""
+    return sorted(_placeholders(text)) != sorted(_placeholders(output))
+
+
+def _firmer(
+    engine: ModelEngine,
+    asked: Instructions,
+    text: str,
+    source: Lang,
+    target: Lang,
+    verdict: Verdict,
+) -> Instructions:
+    """The retry's instructions: the first try's, and a line on what went wrong, for
+    prompt formats that take instructions (others retry with other sampling alone)."""
+    if engine.settings.prompt_format not in INSTRUCTED:
+        return asked
+    lines = [f"Write the translation in {target.name} only, not in {source.name}"]
+    if "loop" in verdict.problems or "truncated" in verdict.problems:
+        lines.append("Translate each sentence once, without repeating words")
+    if "placeholders" in verdict.problems:
+        tags = " ".join(_placeholders(text))
+        lines.append(f"Keep each of these tags exactly once, around the words they mark: {tags}")
+    return dataclasses.replace(asked, custom=(*asked.custom, *lines))
 
 
 __all__ = [
@@ -639,6 +855,7 @@ __all__ = [
     "Limits",
     "NamedGlossary",
     "SegmentDone",
+    "TextWarning",
     "Translation",
     "Translator",
     "Usage",
