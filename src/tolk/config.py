@@ -96,6 +96,12 @@ class CheckSettings(_Strict):
 
     enabled: bool = Field(True, description="Check every segment's output.")
     retry: bool = Field(True, description="Try a segment with a problem once more.")
+    stop_loops: bool = Field(
+        True,
+        description="Stop a generation whose last 32+ tokens repeat one unit 4+ times, "
+        "rather than let the loop run to the output budget (the engine streams each "
+        "segment's tokens to tolk for it).",
+    )
     retry_instruction: bool = Field(
         True, description="The retry's prompt says again which language to answer in."
     )

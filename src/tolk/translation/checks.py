@@ -91,24 +91,42 @@ def is_echo(source: str, output: str, *, same_script_ok: bool = False) -> bool:
     return difflib.SequenceMatcher(None, a, b, autojunk=False).ratio() >= ECHO_SIMILARITY
 
 
-def loop_span(text: str) -> int:
-    """How many characters at the end of `text` are one unit repeated LOOP_REPEATS times or
-    more (0 if none): "kala kala kala kala kala", "लान्या लान्या लान्या ...", "!!!!!!!!".
-    Only the tail is looked at: a budget that ends a loop ends it there."""
-    text = text.rstrip()
-    n = len(text)
+def repeating_tail(items: Sequence[object], max_period: int) -> int:
+    """How many items at the end of `items` are one unit (of up to `max_period` items)
+    repeated LOOP_REPEATS times or more; 0 if none."""
+    n = len(items)
     best = 0
-    for period in range(1, min(LOOP_MAX_PERIOD, n // LOOP_REPEATS) + 1):
-        # The longest suffix in which every character equals the one `period` before it.
+    for period in range(1, min(max_period, n // LOOP_REPEATS) + 1):
+        # The longest suffix in which every item equals the one `period` before it.
         run = 0
         i = n - 1
-        while i - period >= 0 and text[i] == text[i - period]:
+        while i - period >= 0 and items[i] == items[i - period]:
             run += 1
             i -= 1
         span = run + period
         if span >= LOOP_REPEATS * period and span > best:
             best = span
     return best
+
+
+def loop_span(text: str) -> int:
+    """How many characters at the end of `text` are one unit repeated LOOP_REPEATS times or
+    more (0 if none): "kala kala kala kala kala", "लान्या लान्या लान्या ...", "!!!!!!!!".
+    Only the tail is looked at: a budget that ends a loop ends it there."""
+    return repeating_tail(text.rstrip(), LOOP_MAX_PERIOD)
+
+
+# A generation is stopped as a loop when its last tokens are one unit of up to this many
+# tokens repeated LOOP_REPEATS times, spanning at least LOOP_STOP_TOKENS.
+LOOP_MAX_PERIOD_TOKENS = 24
+LOOP_STOP_TOKENS = 32
+
+
+def token_loop(ids: Sequence[int]) -> bool:
+    """Whether a generation in progress is looping (its token ids), to stop it early
+    (tolk.engine.ModelEngine.generate's `stop`): the output check then says `loop`."""
+    tail = ids[-4 * LOOP_MAX_PERIOD_TOKENS * LOOP_REPEATS :]
+    return repeating_tail(tail, LOOP_MAX_PERIOD_TOKENS) >= LOOP_STOP_TOKENS
 
 
 def is_loop(source: str, output: str) -> bool:
@@ -186,7 +204,8 @@ class OutputChecks:
         alike = _alike(source_lang, target_lang)
         if translating and not in_target and is_echo(source, output, same_script_ok=alike):
             problems.append("echo")
-        if is_loop(source, output):
+        # "stopped": the engine ended it as a loop in its tokens (token_loop).
+        if finish_reason == "stopped" or is_loop(source, output):
             problems.append("loop")
         if finish_reason == "length":
             problems.append("truncated")
@@ -217,4 +236,5 @@ __all__ = [
     "is_loop",
     "loop_span",
     "strip_cut_characters",
+    "token_loop",
 ]

@@ -113,6 +113,21 @@ def glossary_instruction(terms: Terms) -> str:
     return f"Translate these terms as given: {listed}.\n"
 
 
+# tolk's placeholders for inline markup (tolk.translation.document writes them).
+_TAGS = re.compile(r"</?g\d+>|<x\d+\s*/>")
+
+
+def markup_instruction(text: str) -> str:
+    """For a segment with placeholders: what to do with them (generic wording)."""
+    tags = list(dict.fromkeys(_TAGS.findall(text)))
+    if not tags:
+        return ""
+    return (
+        f"The text contains the tags {' '.join(tags)}: copy every tag into the translation "
+        "exactly once, unchanged, around the words it marks.\n"
+    )
+
+
 def chat(
     text: str,
     source: Lang,
@@ -123,7 +138,7 @@ def chat(
     return _user(
         f"Translate the following {source.name} text into {target.name}. "
         "Reply with the translation only, without explanations, notes or quotation marks.\n"
-        f"{glossary_instruction(terms)}{instructions.text()}\n{text}"
+        f"{markup_instruction(text)}{glossary_instruction(terms)}{instructions.text()}\n{text}"
     )
 
 

@@ -6,6 +6,11 @@ is its own engine request, submitted concurrently, so a document batches with ev
 else in vLLM's continuous batching. Admission is decided for all the segments at once, they
 share one deadline, and if any part fails the rest is cancelled (which aborts it in the
 engine): a request ends complete or as one error, never half done.
+
+Every segment's output is checked (tolk.translation.checks: wrong language, the source
+echoed, a loop, cut at the budget, placeholders lost); one with a problem is tried once more
+(tolk.translation.fidelity), and what is still wrong comes back as a warning of its text.
+Documents go through the model in passes (tolk.translation.plan).
 """
 
 from __future__ import annotations
@@ -18,7 +23,7 @@ import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
-from typing import Literal, TypeVar
+from typing import TypeVar
 
 from tolk.budget import DEFAULT_RATIO
 from tolk.config import ModelSettings
@@ -31,12 +36,27 @@ from tolk.errors import (
     UnknownGlossary,
 )
 from tolk.languages import Lang, lang, request_lang
-from tolk.translation.checks import DESCRIPTIONS, OutputChecks, Verdict, strip_cut_characters
-from tolk.translation.document import PLACEHOLDER, Document, Rendered
+from tolk.translation.checks import (
+    LOOP_MIN_CHARS,
+    OutputChecks,
+    Verdict,
+    loop_span,
+    strip_cut_characters,
+    token_loop,
+)
+from tolk.translation.document import PLACEHOLDER, Document
+from tolk.translation.fidelity import (
+    Attempt,
+    CheckCounts,
+    TextWarning,
+    firmer,
+    lost_placeholders,
+)
 from tolk.translation.formats import Format, Splitter, parse
 from tolk.translation.glossary import Glossary, Terms
 from tolk.translation.html_format import DEFAULT_RULES, TagRules
 from tolk.translation.pacing import Pacer
+from tolk.translation.plan import DocumentPlan, Done
 from tolk.translation.prompts import (
     FORMAL_REGISTERS,
     FORMATS,
@@ -95,39 +115,6 @@ class Usage:
 
 
 @dataclass(frozen=True)
-class TextWarning:
-    """Something tolk suspects about one text's translation (tolk.translation.checks'
-    problems, or how its markup fared); `units`: how many of its segments or units."""
-
-    text: int
-    code: str
-    units: int
-
-    @property
-    def message(self) -> str:
-        return WARNINGS.get(self.code, self.code)
-
-
-# What each warning code means, as the APIs say it.
-WARNINGS: dict[str, str] = dict(DESCRIPTIONS) | {
-    "markup_dropped": "the model could not keep the inline markup; the sentence was "
-    "translated whole and its emphasis and links left out",
-    "markup_split": "the model could not keep the inline markup; the text runs between it "
-    "were translated one by one",
-    "untranslated": "no translation kept the markup valid; the source was returned",
-}
-
-
-@dataclass(frozen=True)
-class CheckCounts:
-    """Segments whose first output had each problem, and what the retries did."""
-
-    found: Mapping[str, int] = field(default_factory=dict)
-    retried: int = 0
-    mended: int = 0  # retried segments whose second output had no problem left
-
-
-@dataclass(frozen=True)
 class Translation:
     texts: list[str]
     source: Lang
@@ -140,7 +127,7 @@ class Translation:
     # Each text's detected source, when the request named none ("auto")
     detections: tuple[Detection, ...] = ()
     warnings: tuple[TextWarning, ...] = ()
-    checks: CheckCounts = CheckCounts()
+    checks: CheckCounts = field(default_factory=CheckCounts)
 
     def source_of(self, index: int) -> str:
         """The source tag of text `index`: detected, or the request's."""
@@ -153,150 +140,6 @@ class EngineJob:
     prompt_ids: list[int]
     max_tokens: int
     source_tokens: int
-
-
-@dataclass(frozen=True)
-class Done:
-    """One segment's translation (cleaned, outer whitespace kept) and its token counts
-    (of every try); `problems`: what the output checks still found in it, `found`: what
-    they found in the first try, `retried`: whether it was tried twice."""
-
-    text: str
-    prompt_tokens: int
-    completion_tokens: int
-    source_tokens: int
-    problems: tuple[str, ...] = ()
-    found: tuple[str, ...] = ()
-    retried: bool = False
-
-
-Via = Literal["whole", "plain", "runs", "original"]
-
-
-class DocumentPlan:
-    """The engine work of a request's documents, in passes. First every unit that goes to
-    the model whole, with placeholders for its markup. A unit whose placeholders did not
-    come back (the service has retried it once by then) is translated again as one piece
-    without its paired markup (`Unit.plain`): the sentence stays whole and its words right,
-    its emphasis and links are dropped, and the text is flagged `markup_dropped`. Only what
-    even that cannot keep, and units over the budget, go run by run: their text runs cut like
-    text, the markup where it was. Identical segments are translated once."""
-
-    def __init__(
-        self, docs: Sequence[Document], cut: Splitter, fits: Callable[[str], bool]
-    ) -> None:
-        self.docs = docs
-        self._cut = cut
-        self._cuts: dict[str, Segmented] = {}
-        first: dict[str, None] = {}
-        runs: dict[str, None] = {}
-        # Where each unit stands: how it is (to be) translated.
-        self.via: dict[tuple[int, int], Via] = {}
-        for d, doc in enumerate(docs):
-            for u, unit in enumerate(doc.units):
-                masked = unit.masked
-                if masked is not None and (doc.cut_to_fit or fits(masked)):
-                    first[masked] = None
-                    self.via[(d, u)] = "whole"
-                else:
-                    self.via[(d, u)] = "runs"
-                    runs |= dict.fromkeys(s for run in unit.runs for s in self.cut(run).segments)
-        self.first = list(first)
-        self.known_runs = list(runs)
-        self.outputs: list[dict[int, Rendered]] = [{} for _ in docs]
-        self.fell_back: set[tuple[int, int]] = set()  # went run by run for their markup
-
-    @property
-    def by_runs(self) -> set[tuple[int, int]]:
-        """(document, unit) translated run by run."""
-        return {key for key, via in self.via.items() if via == "runs"}
-
-    def cut(self, run: str) -> Segmented:
-        """A text run cut into segments (once: cutting measures tokens)."""
-        if run not in self._cuts:
-            self._cuts[run] = self._cut(run)
-        return self._cuts[run]
-
-    def _segments(self, key: tuple[int, int]) -> list[str]:
-        unit = self.docs[key[0]].units[key[1]]
-        via = self.via[key]
-        if via == "whole":
-            return [unit.masked or ""]
-        if via == "plain":
-            return [unit.plain or ""]
-        if via == "runs":
-            return [s for run in unit.runs for s in self.cut(run).segments]
-        return []
-
-    def restore(self, done: Mapping[str, Done]) -> list[str]:
-        """Put the translations in `done` in place where they keep their markup; a unit
-        that does not moves on (whole -> plain -> runs). Returns the segments still to
-        translate: call again with them translated until it returns none, then `render`."""
-        for (d, u), via in self.via.items():
-            unit = self.docs[d].units[u]
-            if via not in ("whole", "plain") or (u in self.outputs[d]):
-                continue
-            text = unit.masked if via == "whole" else unit.plain
-            if text not in done:
-                continue
-            paired = via == "whole"
-            restored = unit.restore(done[text or ""].text, paired=paired)
-            if restored is not None and unit.valid(restored, paired=paired):
-                self.outputs[d][u] = restored
-            else:
-                self.via[(d, u)] = "plain" if paired and unit.plain is not None else "runs"
-                self.fell_back.add((d, u))
-        needed = {
-            s: None
-            for key in sorted(self.via)
-            if key[1] not in self.outputs[key[0]]
-            for s in self._segments(key)
-        }
-        return [s for s in needed if s not in done]
-
-    def render(self, done: Mapping[str, Done]) -> list[str]:
-        for (d, u), via in self.via.items():
-            if u in self.outputs[d]:
-                continue
-            unit = self.docs[d].units[u]
-            segments = self._segments((d, u))
-            if via != "runs" or any(s not in done for s in segments):
-                self.via[(d, u)] = "original"
-                self.outputs[d][u] = unit.original()
-                continue
-
-            def run_translation(run: str) -> str:
-                cut = self.cut(run)
-                return cut.join([done[s].text for s in cut.segments])
-
-            rendered = unit.with_runs(run_translation)
-            # Kept as it was rather than returned with broken markup.
-            if unit.valid(rendered):
-                self.outputs[d][u] = rendered
-            else:
-                self.via[(d, u)] = "original"
-                self.outputs[d][u] = unit.original()
-        return [doc.render(self.outputs[d]) for d, doc in enumerate(self.docs)]
-
-    def warnings(self, done: Mapping[str, Done]) -> list[dict[str, int]]:
-        """Per document: each warning code and how many of its units have it (after
-        `render`): the problems of the segments its text came from, and how markup fared."""
-        out: list[dict[str, int]] = [{} for _ in self.docs]
-        for (d, u), via in self.via.items():
-            unit = self.docs[d].units[u]
-            codes: set[str] = set()
-            for s in self._segments((d, u)):
-                if s in done:
-                    codes |= set(done[s].problems)
-            if via == "plain":
-                codes.add("markup_dropped")
-            elif via == "runs" and (d, u) in self.fell_back:
-                codes.add("markup_split")
-            elif via == "original" and unit.runs:
-                codes.add("untranslated")
-            for code in codes:
-                out[d][code] = out[d].get(code, 0) + 1
-        return out
 
 
 @asynccontextmanager
@@ -731,17 +574,22 @@ class Translator:
         numbered_from = progress.done
         checks = engine.settings.checks
 
-        async def attempt(index: int, text: str, again: Verdict | None) -> _Attempt:
+        async def attempt(index: int, text: str, again: Verdict | None) -> Attempt:
+            loops = loop_span(text) >= LOOP_MIN_CHARS
             told = instructions
             if again is not None and checks.retry_instruction:
-                told = _firmer(engine, told, text, source, target, again)
+                told = firmer(engine, told, text, source, target, again)
             job = self._job(engine, index, text, source, target, glossary.terms(text), told)
+            # A loop is stopped where it shows, not run to the budget (a source that repeats
+            # itself may be translated so: its generations run to the end).
+            stop = token_loop if checks.enabled and checks.stop_loops and not loops else None
             progress.in_flight += 1
             try:
                 generation = await engine.generate(
                     job.prompt_ids,
                     job.max_tokens,
                     checks.retry_sampling if again is not None else None,
+                    stop,
                 )
             finally:
                 progress.in_flight -= 1
@@ -754,12 +602,12 @@ class Translator:
                     target.tag,
                     finish_reason=generation.finish_reason,
                     cut_character=cut,
-                    lost_placeholders=_lost_placeholders(text, output),
+                    lost_placeholders=lost_placeholders(text, output),
                 )
                 if checks.enabled
                 else Verdict(("cut_character",) if cut else ())
             )
-            return _Attempt(output, verdict, generation, job.source_tokens)
+            return Attempt(output, verdict, generation, job.source_tokens)
 
         async def one(index: int, text: str) -> Done:
             async with slots:
@@ -807,45 +655,6 @@ class Translator:
             # A line's translation stays one line, or the text's line structure would move.
             translation = _LINE_BREAKS.sub(" ", translation)
         return keep_outer_whitespace(source_text, translation), cut
-
-
-@dataclass(frozen=True)
-class _Attempt:
-    output: str
-    verdict: Verdict
-    generation: Generation
-    source_tokens: int
-
-
-def _placeholders(text: str) -> list[str]:
-    """The placeholders in a segment (tolk.translation.document), as written, in order."""
-    return [m[0] for m in PLACEHOLDER.finditer(text)]
-
-
-def _lost_placeholders(text: str, output: str) -> bool:
-    """Whether the output lacks (or invents) any of the segment's placeholders."""
-    return sorted(_placeholders(text)) != sorted(_placeholders(output))
-
-
-def _firmer(
-    engine: ModelEngine,
-    asked: Instructions,
-    text: str,
-    source: Lang,
-    target: Lang,
-    verdict: Verdict,
-) -> Instructions:
-    """The retry's instructions: the first try's, and a line on what went wrong, for
-    prompt formats that take instructions (others retry with other sampling alone)."""
-    if engine.settings.prompt_format not in INSTRUCTED:
-        return asked
-    lines = [f"Write the translation in {target.name} only, not in {source.name}"]
-    if "loop" in verdict.problems or "truncated" in verdict.problems:
-        lines.append("Translate each sentence once, without repeating words")
-    if "placeholders" in verdict.problems:
-        tags = " ".join(_placeholders(text))
-        lines.append(f"Keep each of these tags exactly once, around the words they mark: {tags}")
-    return dataclasses.replace(asked, custom=(*asked.custom, *lines))
 
 
 __all__ = [

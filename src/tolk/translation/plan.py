@@ -1,0 +1,156 @@
+"""The engine work of a request's documents, pass by pass (tolk.translation.service runs it)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Literal
+
+from tolk.translation.document import Document, Rendered
+from tolk.translation.formats import Splitter
+from tolk.translation.segment import Segmented
+
+
+@dataclass(frozen=True)
+class Done:
+    """One segment's translation (cleaned, outer whitespace kept) and its token counts
+    (of every try); `problems`: what the output checks still found in it, `found`: what
+    they found in the first try, `retried`: whether it was tried twice."""
+
+    text: str
+    prompt_tokens: int
+    completion_tokens: int
+    source_tokens: int
+    problems: tuple[str, ...] = ()
+    found: tuple[str, ...] = ()
+    retried: bool = False
+
+
+Via = Literal["whole", "plain", "runs", "original"]
+
+
+class DocumentPlan:
+    """The engine work of a request's documents, in passes. First every unit that goes to
+    the model whole, with placeholders for its markup. A unit whose placeholders did not
+    come back (the service has retried it once by then) is translated again as one piece
+    without its emphasis (`Unit.plain`): the sentence stays whole and its words right, its
+    bold and italics are dropped (links, images and code kept), and the text is flagged
+    `markup_dropped`. Only what
+    even that cannot keep, and units over the budget, go run by run: their text runs cut like
+    text, the markup where it was. Identical segments are translated once."""
+
+    def __init__(
+        self, docs: Sequence[Document], cut: Splitter, fits: Callable[[str], bool]
+    ) -> None:
+        self.docs = docs
+        self._cut = cut
+        self._cuts: dict[str, Segmented] = {}
+        first: dict[str, None] = {}
+        runs: dict[str, None] = {}
+        # Where each unit stands: how it is (to be) translated.
+        self.via: dict[tuple[int, int], Via] = {}
+        for d, doc in enumerate(docs):
+            for u, unit in enumerate(doc.units):
+                masked = unit.masked
+                if masked is not None and (doc.cut_to_fit or fits(masked)):
+                    first[masked] = None
+                    self.via[(d, u)] = "whole"
+                else:
+                    self.via[(d, u)] = "runs"
+                    runs |= dict.fromkeys(s for run in unit.runs for s in self.cut(run).segments)
+        self.first = list(first)
+        self.known_runs = list(runs)
+        self.outputs: list[dict[int, Rendered]] = [{} for _ in docs]
+        self.fell_back: set[tuple[int, int]] = set()  # went run by run for their markup
+
+    @property
+    def by_runs(self) -> set[tuple[int, int]]:
+        """(document, unit) translated run by run."""
+        return {key for key, via in self.via.items() if via == "runs"}
+
+    def cut(self, run: str) -> Segmented:
+        """A text run cut into segments (once: cutting measures tokens)."""
+        if run not in self._cuts:
+            self._cuts[run] = self._cut(run)
+        return self._cuts[run]
+
+    def _segments(self, key: tuple[int, int]) -> list[str]:
+        unit = self.docs[key[0]].units[key[1]]
+        via = self.via[key]
+        if via == "whole":
+            return [unit.masked or ""]
+        if via == "plain":
+            return [unit.plain or ""]
+        if via == "runs":
+            return [s for run in unit.runs for s in self.cut(run).segments]
+        return []
+
+    def restore(self, done: Mapping[str, Done]) -> list[str]:
+        """Put the translations in `done` in place where they keep their markup; a unit
+        that does not moves on (whole -> plain -> runs). Returns the segments still to
+        translate: call again with them translated until it returns none, then `render`."""
+        for (d, u), via in self.via.items():
+            unit = self.docs[d].units[u]
+            if via not in ("whole", "plain") or (u in self.outputs[d]):
+                continue
+            text = unit.masked if via == "whole" else unit.plain
+            if text not in done:
+                continue
+            paired = via == "whole"
+            restored = unit.restore(done[text or ""].text, paired=paired)
+            if restored is not None and unit.valid(restored, paired=paired):
+                self.outputs[d][u] = restored
+            else:
+                self.via[(d, u)] = "plain" if paired and unit.plain is not None else "runs"
+                self.fell_back.add((d, u))
+        needed = {
+            s: None
+            for key in sorted(self.via)
+            if key[1] not in self.outputs[key[0]]
+            for s in self._segments(key)
+        }
+        return [s for s in needed if s not in done]
+
+    def render(self, done: Mapping[str, Done]) -> list[str]:
+        for (d, u), via in self.via.items():
+            if u in self.outputs[d]:
+                continue
+            unit = self.docs[d].units[u]
+            segments = self._segments((d, u))
+            if via != "runs" or any(s not in done for s in segments):
+                self.via[(d, u)] = "original"
+                self.outputs[d][u] = unit.original()
+                continue
+
+            def run_translation(run: str) -> str:
+                cut = self.cut(run)
+                return cut.join([done[s].text for s in cut.segments])
+
+            rendered = unit.with_runs(run_translation)
+            # Kept as it was rather than returned with broken markup.
+            if unit.valid(rendered):
+                self.outputs[d][u] = rendered
+            else:
+                self.via[(d, u)] = "original"
+                self.outputs[d][u] = unit.original()
+        return [doc.render(self.outputs[d]) for d, doc in enumerate(self.docs)]
+
+    def warnings(self, done: Mapping[str, Done]) -> list[dict[str, int]]:
+        """Per document: each warning code and how many of its units have it (after
+        `render`): the problems of the segments its text came from, and how markup fared."""
+        out: list[dict[str, int]] = [{} for _ in self.docs]
+        for (d, u), via in self.via.items():
+            unit = self.docs[d].units[u]
+            codes: set[str] = set()
+            for s in self._segments((d, u)):
+                if s in done:
+                    codes |= set(done[s].problems)
+            if via == "plain":
+                codes.add("markup_dropped")
+            elif via == "runs" and (d, u) in self.fell_back:
+                codes.add("markup_split")
+            elif via == "original" and unit.runs:
+                codes.add("untranslated")
+            for code in codes:
+                out[d][code] = out[d].get(code, 0) + 1
+        return out
