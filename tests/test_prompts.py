@@ -153,3 +153,15 @@ def test_instructions_from_deepl_values_go_into_instruction_prompts_only() -> No
     assert "参考下面的翻译：\nSave 翻译成 Speichern\n" in hunyuan
     assert "formal" not in str(FORMATS["alma"]("Save", EN, DE, (), asked))
     assert not Instructions()
+
+
+def test_a_segment_with_placeholders_is_told_to_keep_them() -> None:
+    from tolk.translation.prompts import chat
+
+    prompt = chat("Run <g1>make serve</g1>, then <x2/>.", lang("en"), lang("de"))
+    assert isinstance(prompt, ChatPrompt)
+    content = prompt.messages[0]["content"]
+    assert "the tags <g1> </g1> <x2/>: copy every tag" in content
+    plain = chat("Run make serve.", lang("en"), lang("de"))
+    assert isinstance(plain, ChatPrompt)
+    assert "tags" not in plain.messages[0]["content"]
