@@ -33,7 +33,7 @@ real-model: setup
 	@[ -f $(REAL_MODEL)/tolk-model.json ] || $(BIN)/tolk fetch-model
 
 serve: real-model
-	$(BIN)/tolk serve --config configs/demo.yaml --host $(HOST) --port $(PORT)
+	$(BIN)/tolk serve --config configs/qwen2.5-coder-0.5b.yaml --host $(HOST) --port $(PORT)
 
 lint: setup
 	$(BIN)/ruff check src tests
