@@ -452,3 +452,35 @@ def test_do_not_translate_terms_come_back_verbatim() -> None:
         assert "Nothing" not in out
     md = glossary.protect(parse("markdown", "Use *tolk* with `vLLM` and vLLM.\n", cut))
     assert [u.masked for u in md.units] == ["Use <g1><x3/></g1> with <x2/> and <x4/>."]
+
+
+def test_a_unit_that_loses_its_placeholders_is_translated_whole_without_its_emphasis() -> None:
+    text = "Run **make serve** to start the [server](https://example.com/docs). Then call `curl`.\n"
+
+    def model(segment: str) -> str:
+        # Loses the pairs whenever it is given any; keeps standalone ones and the link.
+        if "<g1>" in segment:
+            return "Starten Sie make serve und den Server. Dann <x3/>."
+        return segment.replace("Run make serve to start the", "Starte make serve und den").replace(
+            "Then call", "Dann rufe"
+        )
+
+    out, plan = translate("markdown", text, model, keep_placeholders=False)
+    assert (
+        out == "Starte make serve und den [server](https://example.com/docs). Dann rufe `curl`.\n"
+    )
+    assert plan.via[(0, 0)] == "plain"
+    assert plan.warnings({})[0] == {"markup_dropped": 1}
+
+
+def test_runs_translated_one_by_one_keep_the_punctuation_and_spaces_between_them() -> None:
+    text = "See the [server](https://example.com/docs). Then call it.\n"
+    doc = parse("markdown", text, cut)
+    plan = DocumentPlan([doc], cut, lambda masked: True)
+    # Every pass loses the link's placeholder: the runs go one by one.
+    done = {s: Done("kaputt", 0, 0, 0) for s in plan.first}
+    while pending := plan.restore(done):
+        done |= {s: Done(s.upper(), 0, 0, 0) for s in pending}
+    out = plan.render(done)[0]
+    assert out == "SEE THE [SERVER](https://example.com/docs). THEN CALL IT.\n"
+    assert plan.warnings(done)[0] == {"markup_split": 1}
