@@ -7,8 +7,9 @@ sentence in English, so en->ne output was cut at the budget (mid-character, too)
 into German ran twice as long as any translation could. So the ratio is measured per pair:
 the parallel sample shipped in tolk/data/parallel (100 FLORES-101 sentences in eight
 languages) is tokenized with the model's tokenizer, and the ratio is the 95th percentile of
-the per-sentence `target tokens / source tokens` of the sample times a headroom. A loop then ends soon after a
-real translation would have; a translation is never cut by a budget it could not fit.
+the per-sentence `target tokens / source tokens` of the sample times a headroom. A
+translation is then never cut by a budget it could not fit (a loop is stopped where it shows:
+tolk.translation.checks.token_loop).
 
 A configured `max_tokens_ratio` applies to every pair as before (benchmarks that need outputs
 of a known length set it). Pairs outside the sample use DEFAULT_RATIO.
