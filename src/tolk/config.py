@@ -98,9 +98,9 @@ class CheckSettings(_Strict):
     retry: bool = Field(True, description="Try a segment with a problem once more.")
     stop_loops: bool = Field(
         True,
-        description="Stop a generation whose last 32+ tokens repeat one unit 4+ times, "
-        "rather than let the loop run to the output budget (the engine streams each "
-        "segment's tokens to tolk for it).",
+        description="Have vLLM stop a generation whose last tokens repeat one pattern of "
+        "1-24 tokens 8 times, rather than let the loop run to the output budget (vLLM 0.32's "
+        "repetition detection; older releases run it to the budget).",
     )
     retry_instruction: bool = Field(
         True, description="The retry's prompt says again which language to answer in."

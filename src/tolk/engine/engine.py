@@ -13,7 +13,7 @@ import itertools
 import logging
 import os
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any, Literal, Protocol
 
@@ -27,8 +27,6 @@ from tolk.errors import EngineRestarting, EngineUnavailable, Overloaded, TolkErr
 log = logging.getLogger("tolk.engine")
 
 CPU_DEFAULT_KV_CACHE_BYTES = 1 << 30
-# How often a request that may be stopped early is looked at, in new tokens.
-STOP_CHECK_TOKENS = 8
 # How long a failed request waits to learn whether its engine is dying (see _dying).
 DEATH_NOTICE_SECONDS = 2.0
 # On a GPU without a configured share: vLLM's own default (0.9), divided among the models of
@@ -119,20 +117,34 @@ def engine_dtype(configured: str, *, cpu: bool) -> str:
     return configured
 
 
+# vLLM's own loop detection (RepetitionDetectionParams, vLLM 0.32+; older releases have none
+# and a loop runs to its budget): the scheduler ends a generation whose last tokens are one
+# pattern of 1-24 tokens repeated 8 times (16 tokens for a two-token word, 96 for a short
+# phrase), finish_reason "repetition". 8, not fewer: a translation may well say a word or
+# a symbol three or four times in a row.
+LOOP_DETECTION = {"min_pattern_size": 1, "max_pattern_size": 24, "min_count": 8}
+
+
 def sampling_params(
-    sampling: SamplingSettings, max_tokens: int, detokenize: bool = True, stream: bool = False
+    sampling: SamplingSettings, max_tokens: int, detokenize: bool = True, stop_loops: bool = False
 ) -> Any:
     """vLLM's SamplingParams for one segment. `detokenize=False`: vLLM returns token ids
     only, and does not decode them token by token on every engine step (see generate).
-    `stream`: the new token ids of every step (DELTA), for a request that may be stopped."""
+    `stop_loops`: with vLLM's loop detection, where the installed release has it."""
+    from vllm import sampling_params as vllm_sampling
     from vllm.sampling_params import RequestOutputKind, SamplingParams
 
+    extra: dict[str, Any] = {}
+    detection = getattr(vllm_sampling, "RepetitionDetectionParams", None)
+    if stop_loops and detection is not None:
+        extra["repetition_detection"] = detection(**LOOP_DETECTION)
     return SamplingParams(
         max_tokens=max_tokens,
-        output_kind=RequestOutputKind.DELTA if stream else RequestOutputKind.FINAL_ONLY,
+        output_kind=RequestOutputKind.FINAL_ONLY,
         skip_special_tokens=True,
         detokenize=detokenize,
         **sampling.model_dump(exclude_none=True),
+        **extra,
     )
 
 
@@ -315,42 +327,27 @@ class ModelEngine:
         prompt_ids: list[int],
         max_tokens: int,
         sampling: SamplingSettings | None = None,
-        stop: Callable[[Sequence[int]], bool] | None = None,
+        stop_loops: bool = False,
     ) -> Generation:
         """Run one engine request to completion (with the model's sampling settings, or
-        `sampling`). Cancelling this aborts it in the engine. `stop(ids)`, asked every
-        STOP_CHECK_TOKENS new tokens, ends it early (finish_reason "stopped"): a loop need
-        not run to its budget."""
+        `sampling`). Cancelling this aborts it in the engine. `stop_loops`: vLLM ends the
+        generation when its tail repeats (finish_reason "repetition", LOOP_DETECTION)."""
         from vllm.v1.engine.exceptions import EngineDeadError, EngineGenerateError
 
         request_id = f"{self.name}-{next(_request_ids)}"
-        # tolk uses no stop strings, so vLLM's incremental detokenizer (Python, on this
-        # event loop, for every token of every step) would do work nobody reads; the ids are
-        # decoded once, when the segment is done. Without `stop` only the final output comes.
+        # tolk asks for the final output only and uses no stop strings, so vLLM's incremental
+        # detokenizer (Python, on this event loop, for every token of every step) would do
+        # work nobody reads; the ids are decoded once, when the segment is done.
         params = sampling_params(
-            sampling or self.settings.sampling, max_tokens, detokenize=False, stream=bool(stop)
+            sampling or self.settings.sampling, max_tokens, detokenize=False, stop_loops=stop_loops
         )
-        ids: list[int] = []
-        stopped = False
-        finish_reason: str | None = None
+        final = None
         self.in_flight += 1
-        outputs = self._llm.generate({"prompt_token_ids": prompt_ids}, params, request_id)
         try:
-            checked = 0
-            async for output in outputs:
-                if not output.outputs:
-                    continue
-                completion = output.outputs[0]
-                if stop:
-                    ids.extend(completion.token_ids)  # DELTA: this step's new tokens
-                else:
-                    ids = list(completion.token_ids)
-                finish_reason = completion.finish_reason
-                if stop and len(ids) - checked >= STOP_CHECK_TOKENS and not output.finished:
-                    checked = len(ids)
-                    if stop(ids):
-                        stopped = True
-                        break
+            async for output in self._llm.generate(
+                {"prompt_token_ids": prompt_ids}, params, request_id
+            ):
+                final = output
         except EngineDeadError as exc:
             self.check_alive()
             raise EngineUnavailable(
@@ -372,15 +369,14 @@ class ModelEngine:
             ) from exc
         finally:
             self.in_flight -= 1
-            # Closing vLLM's generator early aborts the request in the engine.
-            await outputs.aclose()
-        if finish_reason is None and not stopped:
+        if final is None or not final.outputs:
             raise TolkError(f"the engine for model '{self.name}' returned no output")
+        completion = final.outputs[0]
         return Generation(
-            text=str(self.tokenizer.decode(ids, skip_special_tokens=True)),
+            text=str(self.tokenizer.decode(list(completion.token_ids), skip_special_tokens=True)),
             prompt_tokens=len(prompt_ids),
-            completion_tokens=len(ids),
-            finish_reason="stopped" if stopped else finish_reason,
+            completion_tokens=len(completion.token_ids),
+            finish_reason=completion.finish_reason,
         )
 
     async def _dying(self) -> bool:

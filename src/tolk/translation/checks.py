@@ -116,19 +116,6 @@ def loop_span(text: str) -> int:
     return repeating_tail(text.rstrip(), LOOP_MAX_PERIOD)
 
 
-# A generation is stopped as a loop when its last tokens are one unit of up to this many
-# tokens repeated LOOP_REPEATS times, spanning at least LOOP_STOP_TOKENS.
-LOOP_MAX_PERIOD_TOKENS = 24
-LOOP_STOP_TOKENS = 32
-
-
-def token_loop(ids: Sequence[int]) -> bool:
-    """Whether a generation in progress is looping (its token ids), to stop it early
-    (tolk.engine.ModelEngine.generate's `stop`): the output check then says `loop`."""
-    tail = ids[-4 * LOOP_MAX_PERIOD_TOKENS * LOOP_REPEATS :]
-    return repeating_tail(tail, LOOP_MAX_PERIOD_TOKENS) >= LOOP_STOP_TOKENS
-
-
 def is_loop(source: str, output: str) -> bool:
     """Whether the output ends in a repetition its source does not have."""
     span = loop_span(output)
@@ -204,8 +191,8 @@ class OutputChecks:
         alike = _alike(source_lang, target_lang)
         if translating and not in_target and is_echo(source, output, same_script_ok=alike):
             problems.append("echo")
-        # "stopped": the engine ended it as a loop in its tokens (token_loop).
-        if finish_reason == "stopped" or is_loop(source, output):
+        # "repetition": vLLM ended it as a loop (tolk.engine.engine.LOOP_DETECTION).
+        if finish_reason == "repetition" or is_loop(source, output):
             problems.append("loop")
         if finish_reason == "length":
             problems.append("truncated")
@@ -236,5 +223,4 @@ __all__ = [
     "is_loop",
     "loop_span",
     "strip_cut_characters",
-    "token_loop",
 ]

@@ -42,7 +42,6 @@ from tolk.translation.checks import (
     Verdict,
     loop_span,
     strip_cut_characters,
-    token_loop,
 )
 from tolk.translation.document import PLACEHOLDER, Document
 from tolk.translation.fidelity import (
@@ -582,7 +581,7 @@ class Translator:
             job = self._job(engine, index, text, source, target, glossary.terms(text), told)
             # A loop is stopped where it shows, not run to the budget (a source that repeats
             # itself may be translated so: its generations run to the end).
-            stop = token_loop if checks.enabled and checks.stop_loops and not loops else None
+            stop = checks.enabled and checks.stop_loops and not loops
             progress.in_flight += 1
             try:
                 generation = await engine.generate(
