@@ -61,6 +61,9 @@ def test_a_cut_character_is_removed_and_said() -> None:
     verdict = CHECKS.check(SOURCE, text, "en", "ne", finish_reason="length", cut_character=cut)
     assert {"truncated", "cut_character"} <= set(verdict.problems)
     assert strip_cut_characters("नमस्ते") == ("नमस्ते", False)
+    # Inside the text too (a byte sequence that is no character), unless the source has one.
+    assert strip_cut_characters("औ\ufffdनि लड़ना") == ("औनि लड़ना", True)
+    assert strip_cut_characters("a \ufffd b", "x \ufffd y") == ("a \ufffd b", False)
 
 
 def test_a_generation_vllm_ended_as_a_loop_is_one() -> None:

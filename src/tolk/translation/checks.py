@@ -42,7 +42,7 @@ DESCRIPTIONS: dict[Problem, str] = {
     "echo": "the output repeats the source instead of translating it",
     "loop": "the output repeats itself until it was cut off",
     "truncated": "the output reached its token budget before the model finished",
-    "cut_character": "the output ended inside a character (removed)",
+    "cut_character": "the output held a broken character (removed)",
     "empty": "the model returned no text for a text with words",
     "placeholders": "the output lost or invented markup placeholders",
 }
@@ -66,10 +66,14 @@ def letters(text: str) -> int:
     return sum(1 for c in text if c.isalpha())
 
 
-def strip_cut_characters(text: str) -> tuple[str, bool]:
+def strip_cut_characters(text: str, source: str = "") -> tuple[str, bool]:
     """The text without the replacement characters a decoder puts where a multi-byte
-    character was cut off (at its end: the budget stopped mid-character); True if any went."""
+    character was cut off (at its end: the budget stopped mid-character; inside: a byte-level
+    model wrote a byte sequence that is no character), unless the source has them too; True
+    if any went."""
     stripped = text.rstrip(REPLACEMENT)
+    if REPLACEMENT not in source:
+        stripped = stripped.replace(REPLACEMENT, "")
     # A cut can leave a lone combining mark (a Devanagari vowel sign without its consonant
     # is whole, so only the replacement characters go).
     return stripped, len(stripped) != len(text)

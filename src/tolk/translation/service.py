@@ -648,7 +648,7 @@ class Translator:
     def _finish(source_text: str, generation: Generation, target: Lang) -> tuple[str, bool]:
         """The output as a translation, and whether a cut character was removed from it (the
         budget stopped the model inside a multi-byte character: never returned)."""
-        whole, cut = strip_cut_characters(generation.text)
+        whole, cut = strip_cut_characters(generation.text, source_text)
         translation = clean(whole, source_text, target)
         if "\n" not in source_text:
             # A line's translation stays one line, or the text's line structure would move.
