@@ -1,0 +1,55 @@
+#!/usr/bin/env bash
+# `tolk bench quality` on the GPU machine: the real Qwen2.5-Coder-0.5B-Instruct through tolk
+# and through vLLM's own OpenAI server (the raw-`vllm serve` baseline), 400 FLORES-101
+# sentences per pair (the whole scored part: lines 401-500 size tolk's budgets), the markup
+# set, and the case-study article at each split. Writes under $RESULTS/quality and
+# "all done" into $RESULTS/progress.log (scripts/gpu-wait.sh follows it).
+#
+# The GPU machine reaches no package index or hub, so the model travels as its verified GGUF
+# in parts (GGUF_PARTS, default /tmp/gguf/part.*: split -b 56M of models/.gguf/<file> here,
+# one device call per part) and `tolk fetch-model` checks the sha256 and converts it there.
+# vLLM comes from the kit (../shared/gpu/README.md; its last `dl` line needs sacrebleu,
+# portalocker, tabulate and colorama for this script).
+set -uo pipefail
+SRC=$(cd "$(dirname "$0")/.." && pwd)
+RESULTS=${RESULTS:-/tmp/gpu-results}
+RUN=${RUN:-/tmp/tolk-run}
+SENTENCES=${SENTENCES:-400}
+# The FLORES data: ../shared/quality/flores101 does not travel to the device; carry a copy.
+DATA=${DATA:-$SRC/../shared/quality/flores101}
+mkdir -p "$RESULTS" "$RUN" /tmp/models/.gguf
+(cd "$SRC" && tar cf - --exclude=./.venv --exclude=./.git --exclude=./.gpukit --exclude=./.whl \
+  --exclude=./.ggufparts --exclude=./models .) | (cd "$RUN" && tar xf -)
+ln -sfn /tmp/models "$RUN/models"
+cd "$RUN"
+export PYTHONPATH=$RUN/src${PYTHONPATH:+:$PYTHONPATH} HF_HUB_OFFLINE=1 VLLM_NO_USAGE_STATS=1 PYTHONUNBUFFERED=1
+log() { echo "$(date +%H:%M:%S) $*" | tee -a "$RESULTS/progress.log"; }
+GGUF=models/.gguf/qwen2.5-coder-0.5b-instruct-q4_k_m.gguf
+[ -f "$GGUF" ] || cat ${GGUF_PARTS:-/tmp/gguf/part.*} > "$GGUF"
+log "fetch-model (checks the sha256, converts)"
+python3 -m tolk fetch-model > "$RESULTS/fetch-model.log" 2>&1 || { log "fetch-model failed"; log "all done"; exit 1; }
+log "quality: tolk and the OpenAI baseline, $SENTENCES sentences per pair, markup, documents"
+python3 -m tolk bench quality --config configs/gpu-qwen2.5-coder-0.5b.yaml \
+  --openai-start models/qwen2.5-coder-0.5b-instruct --sentences "$SENTENCES" \
+  --markup --markup-sentences 100 --documents --concurrency 64 --data "$DATA" \
+  --out "$RESULTS/quality" > "$RESULTS/quality.log" 2>&1 || log "quality failed (see quality.log)"
+# What the retry is worth, part by part: tolk again with one setting changed each time
+# (environment overrides of the config), on the first VARIANT_SENTENCES sentences.
+VARIANT_SENTENCES=${VARIANT_SENTENCES:-200}
+variant() {  # variant NAME VAR=VALUE...
+  local name=$1; shift
+  log "variant $name: $*"
+  env "$@" python3 -m tolk bench quality --config configs/gpu-qwen2.5-coder-0.5b.yaml \
+    --sentences "$VARIANT_SENTENCES" --concurrency 64 --data "$DATA" --out "$RESULTS/variant-$name" \
+    > "$RESULTS/variant-$name.log" 2>&1 || log "variant $name failed"
+}
+variant default X=1
+variant no-retry TOLK_MODELS__0__CHECKS__RETRY=false
+variant no-penalty TOLK_MODELS__0__CHECKS__RETRY_SAMPLING__REPETITION_PENALTY=1.0
+variant no-instruction TOLK_MODELS__0__CHECKS__RETRY_INSTRUCTION=false
+variant no-checks TOLK_MODELS__0__CHECKS__ENABLED=false
+for name in no-retry no-penalty no-instruction no-checks; do
+  python3 -m tolk bench quality-compare "$RESULTS/variant-default" "$RESULTS/variant-$name" \
+    --out "$RESULTS/compare-$name" > "$RESULTS/compare-$name.log" 2>&1 || log "compare $name failed"
+done
+log "all done"
