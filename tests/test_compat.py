@@ -92,7 +92,10 @@ def test_deepl_document_round_trip(deepl_client: deepl.DeepLClient, tmp_path: Pa
     deepl_client.translate_document_from_filepath(page, tmp_path / "out.html", target_lang="FR")
     html = (tmp_path / "out.html").read_text()
     assert html.startswith("<h1>")
-    assert html.count("<b>") == html.count("</b>") == 1
+    # The random model never keeps placeholders: the bold is kept where it was (the runs
+    # translated one by one) or left out with the sentence translated whole; never unpaired.
+    assert html.count("<b>") == html.count("</b>") <= 1
+    assert html.count("<p>") == html.count("</p>") == 1
 
 
 def test_deepl_glossary_create_use_and_delete(deepl_client: deepl.DeepLClient) -> None:

@@ -351,7 +351,7 @@ async def test_split_none_sends_each_text_whole(client: httpx.AsyncClient) -> No
 
 async def test_markdown_comes_back_with_its_markup(client: httpx.AsyncClient) -> None:
     # The random model writes `*`, `[`, `<`, `&`...: escaped, the document's structure holds.
-    from tests.test_documents import README
+    from tests.test_documents import README, without_emphasis
     from tolk.translation.markdown_format import structure
 
     response = await client.post(
@@ -361,15 +361,20 @@ async def test_markdown_comes_back_with_its_markup(client: httpx.AsyncClient) ->
     assert response.status_code == 200, response.text
     body = response.json()
     translation: str = body["translation"]
-    assert structure(translation) == structure(README)
+    # The random model never keeps placeholders: units go whole without their emphasis (or
+    # run by run), so everything but emphasis is as it was, and the fallbacks are flagged.
+    assert without_emphasis(structure(translation)) == without_emphasis(structure(README))
     assert translation != README
-    assert body["usage"]["segments"] >= 20  # first pass, then runs of units that lost markup
+    assert body["usage"]["segments"] >= 20  # first pass, then the units that lost markup
+    codes = {w["code"] for w in body["warnings"]}
+    assert codes & {"markup_dropped", "markup_split"}, body["warnings"]
     for verbatim in ("   ```bash\n   pip install tolk", "<!-- a comment that stays -->"):
         assert verbatim in translation
 
 
 async def test_html_comes_back_with_its_element_tree(client: httpx.AsyncClient) -> None:
     from tests.test_documents import PAGE, element_tree, kept_text
+    from tests.test_documents import without_emphasis_elements as plain
 
     response = await client.post(
         "/translate",
@@ -382,9 +387,10 @@ async def test_html_comes_back_with_its_element_tree(client: httpx.AsyncClient) 
     )
     assert response.status_code == 200, response.text
     page, snippet = response.json()["translation"]
-    assert element_tree(page) == element_tree(PAGE)
+    # Every element but emphasis (which a unit may lose, flagged) is as it was.
+    assert plain(element_tree(page)) == plain(element_tree(PAGE))
     assert kept_text(page) == kept_text(PAGE)
-    assert element_tree(snippet) == element_tree("<p>Hi <b>there</b></p>")
+    assert plain(element_tree(snippet)) == plain(element_tree("<p>Hi <b>there</b></p>"))
     assert "Welcome to" not in page
 
 
@@ -400,7 +406,15 @@ async def test_files_come_back_translated_with_their_structure(client: httpx.Asy
 
     import docx
 
-    from tests.test_documents import DOCUMENTS, PAGE, README, element_tree, make_docx
+    from tests.test_documents import (
+        DOCUMENTS,
+        PAGE,
+        README,
+        element_tree,
+        make_docx,
+        without_emphasis,
+        without_emphasis_elements,
+    )
     from tolk.translation.markdown_format import structure
 
     article = "First paragraph. It has two sentences.\n\n- a list item\n- another one\n"
@@ -425,9 +439,11 @@ async def test_files_come_back_translated_with_their_structure(client: httpx.Asy
             assert shape == [(line[:2] == "- ", not line.strip()) for line in source.splitlines()]
         elif name.endswith(".md"):
             assert response.headers["content-type"].startswith("text/markdown")
-            assert structure(out) == structure(source)
+            assert without_emphasis(structure(out)) == without_emphasis(structure(source))
         elif name.endswith(".html"):
-            assert element_tree(out) == element_tree(source)
+            assert without_emphasis_elements(element_tree(out)) == without_emphasis_elements(
+                element_tree(source)
+            )
         else:
             assert _cue_heads(out) == _cue_heads(source)
 

@@ -12,7 +12,7 @@ import pytest
 import yaml
 
 from tests.helpers import ServerProcess, model_config, run_tolk
-from tests.test_documents import DOCUMENTS, README, make_docx
+from tests.test_documents import DOCUMENTS, README, make_docx, without_emphasis
 from tests.test_server_api import _cue_heads
 from tolk.translation.markdown_format import structure
 
@@ -34,7 +34,8 @@ def test_translate_files_through_a_running_server(
     assert result.returncode == 0, result.stderr[-3000:]
     assert re.search(r"README.md -> README.de.md .* \d+/\d+ segments", result.stderr)
     translated = (out / "README.de.md").read_text(encoding="utf-8")
-    assert structure(translated) == structure(README)
+    # The random model loses placeholders: emphasis may go (flagged), nothing else.
+    assert without_emphasis(structure(translated)) == without_emphasis(structure(README))
     assert translated != README
     assert _cue_heads((out / "talk.de.srt").read_text(encoding="utf-8")) == _cue_heads(srt)
     report = docx.Document(io.BytesIO((out / "report.de.docx").read_bytes()))
