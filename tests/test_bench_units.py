@@ -293,3 +293,22 @@ def test_documents_workload_and_its_segmenting_cost() -> None:
     rows = cost(workload, None, rounds=1)
     assert [r["bytes"] for r in rows] == [len(i.text.encode()) for i in workload.items]
     assert all(r["ms"] > 0 and r["ms_per_10kb"] > 0 for r in rows)
+
+
+def test_progress_without_a_terminal_says_how_far_it_is_in_plain_lines() -> None:
+    import io
+
+    from rich.console import Console
+    from rich.progress import Progress
+
+    from tolk.bench.run import progress_callback
+
+    out = io.StringIO()
+    with Progress(console=Console(file=out, force_terminal=False)) as progress:
+        advance = progress_callback(progress, "tolk: texts", 20)
+        for _ in range(20):
+            advance(1)
+    lines = [line for line in out.getvalue().splitlines() if line.startswith("tolk: texts:")]
+    assert lines[0].startswith("tolk: texts: 2/20")
+    assert lines[-1].startswith("tolk: texts: 20/20")
+    assert len(lines) == 10

@@ -60,11 +60,25 @@ def progress_bar() -> Progress:
 def progress_callback(
     progress: Progress | None, description: str, total: int | None
 ) -> loadgen.Progress:
-    """A callback that advances a new bar of `progress` (or does nothing without one)."""
+    """A callback that advances a new bar of `progress` (or does nothing without one).
+    Where the console is no terminal (a log file, CI) rich draws no bar until the end, so a
+    plain line says how far it is every tenth of the way."""
     if progress is None:
         return lambda n: None
     task = progress.add_task(description, total=total)
-    return lambda n: progress.advance(task, n)
+    if progress.console.is_terminal:
+        return lambda n: progress.advance(task, n)
+    step = max(1, (total or 10) // 10)
+    counts = {"done": 0, "said": 0}
+
+    def advance(n: int) -> None:
+        progress.advance(task, n)
+        counts["done"] += n
+        if counts["done"] - counts["said"] >= step or counts["done"] == total:
+            counts["said"] = counts["done"]
+            progress.console.print(f"{description}: {counts['done']}/{total or '?'}")
+
+    return advance
 
 
 async def alternate_rounds(
