@@ -65,6 +65,12 @@ class Budgets:
         self._lengths: dict[str, list[int]] = {}
         self._ratios: dict[tuple[str, str], float] = {}
 
+    def prepare(self) -> None:
+        """Count every sample language's tokens now (unless one ratio is configured)."""
+        if self.fixed is None:
+            for code in _FILES:
+                self._tokens(code)
+
     def _tokens(self, code: str) -> list[int] | None:
         if code not in self._lengths:
             sentences = sample(code)

@@ -67,6 +67,19 @@ class VllmRelease:
         return dict(args)
 
 
+def loop_detection(min_pattern_size: int, max_pattern_size: int, min_count: int) -> Any | None:
+    """vLLM's repetition detection for SamplingParams (`repetition_detection`), or None on
+    a release without it (0.26: a loop then runs to its budget)."""
+    from vllm import sampling_params
+
+    params = getattr(sampling_params, "RepetitionDetectionParams", None)
+    if params is None:
+        return None
+    return params(
+        min_pattern_size=min_pattern_size, max_pattern_size=max_pattern_size, min_count=min_count
+    )
+
+
 def cache_envs() -> None:
     """Have vLLM read its `VLLM_*` settings from the environment once from now on.
 

@@ -9,7 +9,8 @@ what the service makes of them. A segment with a problem is tried once more
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Mapping
+from collections import Counter
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 from tolk.engine import Generation, ModelEngine
@@ -50,6 +51,23 @@ class CheckCounts:
     found: Mapping[str, int] = field(default_factory=dict)
     retried: int = 0
     mended: int = 0  # retried segments whose second output had no problem left
+
+    @classmethod
+    def of(cls, found: Sequence[tuple[str, ...]], retried: Sequence[bool | None]) -> CheckCounts:
+        """From each segment's first-try problems and whether it was retried and mended
+        (None: not retried)."""
+        return cls(
+            found=dict(Counter(code for problems in found for code in problems)),
+            retried=sum(1 for r in retried if r is not None),
+            mended=sum(1 for r in retried if r),
+        )
+
+    @classmethod
+    def total(cls, parts: Sequence[CheckCounts]) -> CheckCounts:
+        found: Counter[str] = Counter()
+        for part in parts:
+            found.update(part.found)
+        return cls(dict(found), sum(p.retried for p in parts), sum(p.mended for p in parts))
 
 
 @dataclass(frozen=True)

@@ -63,11 +63,6 @@ class DocumentPlan:
         self.outputs: list[dict[int, Rendered]] = [{} for _ in docs]
         self.fell_back: set[tuple[int, int]] = set()  # went run by run for their markup
 
-    @property
-    def by_runs(self) -> set[tuple[int, int]]:
-        """(document, unit) translated run by run."""
-        return {key for key, via in self.via.items() if via == "runs"}
-
     def cut(self, run: str) -> Segmented:
         """A text run cut into segments (once: cutting measures tokens)."""
         if run not in self._cuts:

@@ -249,14 +249,7 @@ def _merge(
             for part, ix in zip(parts, indices, strict=True)
             for w in part.warnings
         ),
-        checks=CheckCounts(
-            found={
-                code: sum(p.checks.found.get(code, 0) for p in parts)
-                for code in {c for p in parts for c in p.checks.found}
-            },
-            retried=sum(p.checks.retried for p in parts),
-            mended=sum(p.checks.mended for p in parts),
-        ),
+        checks=CheckCounts.total([p.checks for p in parts]),
     )
 
 
@@ -520,13 +513,9 @@ class Translator:
                 for text, codes in enumerate(plan.warnings(done))
                 for code, units in sorted(codes.items())
             ),
-            checks=CheckCounts(
-                found={
-                    code: sum(1 for g in generations if code in g.found)
-                    for code in {c for g in generations for c in g.found}
-                },
-                retried=sum(1 for g in generations if g.retried),
-                mended=sum(1 for g in generations if g.retried and not g.problems),
+            checks=CheckCounts.of(
+                [g.found for g in generations],
+                [(not g.problems) if g.retried else None for g in generations],
             ),
         )
 
@@ -573,15 +562,11 @@ class Translator:
         numbered_from = progress.done
         checks = engine.settings.checks
 
-        async def attempt(index: int, text: str, again: Verdict | None) -> Attempt:
-            loops = loop_span(text) >= LOOP_MIN_CHARS
+        async def attempt(index: int, text: str, stop: bool, again: Verdict | None) -> Attempt:
             told = instructions
             if again is not None and checks.retry_instruction:
                 told = firmer(engine, told, text, source, target, again)
             job = self._job(engine, index, text, source, target, glossary.terms(text), told)
-            # A loop is stopped where it shows, not run to the budget (a source that repeats
-            # itself may be translated so: its generations run to the end).
-            stop = checks.enabled and checks.stop_loops and not loops
             progress.in_flight += 1
             try:
                 generation = await engine.generate(
@@ -611,10 +596,13 @@ class Translator:
         async def one(index: int, text: str) -> Done:
             async with slots:
                 await self.pacer.turn()
-                first = await attempt(index, text, None)
+                # A loop is stopped where it shows, not run to the budget (a source that
+                # repeats itself may be translated so: its generations run to the end).
+                stop = checks.enabled and checks.stop_loops and loop_span(text) < LOOP_MIN_CHARS
+                first = await attempt(index, text, stop, None)
                 chosen, tries = first, [first]
                 if checks.enabled and checks.retry and first.verdict.retryable:
-                    second = await attempt(index, text, first.verdict)
+                    second = await attempt(index, text, stop, first.verdict)
                     tries.append(second)
                     if len(second.verdict.problems) < len(first.verdict.problems):
                         chosen = second
