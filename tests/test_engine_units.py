@@ -102,3 +102,12 @@ def test_engine_metrics_keep_every_engine() -> None:
     assert not [
         c for c in REGISTRY._collector_to_names if str(getattr(c, "_name", "")).startswith("vllm:")
     ]
+
+
+def test_dtype_auto_is_fp32_on_a_cpu_without_native_bf16() -> None:
+    from tolk.engine.engine import cpu_has_bf16, engine_dtype
+
+    assert engine_dtype("auto", cpu=True) == ("auto" if cpu_has_bf16() else "float32")
+    assert engine_dtype("auto", cpu=False) == "auto"  # a GPU: the model's own (bf16)
+    assert engine_dtype("bfloat16", cpu=True) == "bfloat16"  # a config still says
+    assert engine_args(_model({}), cpu=True)["dtype"] == engine_dtype("auto", cpu=True)  # type: ignore[arg-type]

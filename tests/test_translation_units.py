@@ -68,3 +68,12 @@ def test_each_segments_prompt_carries_exactly_its_glossary_terms(texts: TextMake
             mentioned = f'"{term}" as' in prompt
             assert mentioned == any(e.startswith(f'"{term}"') for e in expected), (segment, term)
         assert all(e in prompt for e in expected)
+
+
+def test_the_deadline_follows_the_rounds_of_segments() -> None:
+    from tolk.translation.service import work_deadline
+
+    assert work_deadline(60, 45, segments=1, window=16) == 105
+    assert work_deadline(60, 45, segments=16, window=16) == 105
+    assert work_deadline(60, 45, segments=100, window=16) == 60 + 45 * 7
+    assert work_deadline(30, 0, segments=500, window=16) == 30  # the default: one number

@@ -154,6 +154,12 @@ async def _deadline(seconds: float) -> AsyncIterator[None]:
         ) from exc
 
 
+def work_deadline(base: float, per_round: float, segments: int, window: int) -> float:
+    """A request's deadline: `base`, plus `per_round` seconds for each round of its segments
+    (how many the engine runs at once, `window`), so it follows the amount of work."""
+    return base + per_round * math.ceil(segments / max(1, window))
+
+
 def render(prompt: Prompt, tokenizer: Tokenizer) -> list[int]:
     """Token ids for a prompt: chat prompts through the model's own chat template."""
     if isinstance(prompt, ChatPrompt):
@@ -475,12 +481,13 @@ class Translator:
         docs = [resolved.protect(d) for d in documents(cut)]
         plan = DocumentPlan(docs, cut, self._fits(engine))
         # Admission is decided for the whole request before any per-segment work.
-        with engine.admit(len(plan.first) + len(plan.known_runs)) as window:
+        segments = len(plan.first) + len(plan.known_runs)
+        with engine.admit(segments) as window:
             started = time.monotonic()
             slots = asyncio.Semaphore(window)
-            rounds = math.ceil((len(plan.first) + len(plan.known_runs)) / max(1, window))
-            async with _deadline(deadline + self.limits.segment_seconds * rounds):
-                progress = _Progress(len(plan.first) + len(plan.known_runs))
+            seconds = work_deadline(deadline, self.limits.segment_seconds, segments, window)
+            async with _deadline(seconds):
+                progress = _Progress(segments)
                 done: dict[str, Done] = {}
                 pending = plan.first
                 # Passes: units whole; those whose placeholders did not come back without
