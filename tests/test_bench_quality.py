@@ -244,7 +244,11 @@ def test_markup_records_are_judged_for_markup() -> None:
     records = [
         record(kept, kind="markdown", source=md, reference=""),
         record(
-            "Der Ausschuss hat den Haushalt gebilligt.", kind="markdown", source=md, reference=""
+            "Der Ausschuss hat den Haushalt gebilligt.",
+            kind="markdown",
+            source=md,
+            reference="",
+            flags=["markup_dropped"],
         ),
     ]
     results = results_of(records)
@@ -253,6 +257,8 @@ def test_markup_records_are_judged_for_markup() -> None:
     assert row["n"] == 2
     assert row["intact"] == pytest.approx(0.5)
     assert row["glued"] == pytest.approx(0.0)
+    # tolk's own word: one unit fell back (flagged), one kept its placeholders.
+    assert row["kept"] == pytest.approx(0.5)
 
 
 # --- Data ---------------------------------------------------------------------------------

@@ -200,6 +200,10 @@ def summarize(results: dict[str, Any]) -> dict[str, Any]:
     }
 
 
+# The warnings of tolk's markup fallbacks (tolk.translation.fidelity.WARNINGS).
+MARKUP_FALLBACKS = {"markup_dropped", "markup_split", "untranslated"}
+
+
 def _markup_row(pair: str, system: str, kind: str, rows: list[dict[str, Any]]) -> dict[str, Any]:
     n = len(rows)
     glue = [r["markup"]["glued"] for r in rows if r["markup"]["glued"] is not None]
@@ -210,6 +214,13 @@ def _markup_row(pair: str, system: str, kind: str, rows: list[dict[str, Any]]) -
         "n": n,
         "errors": sum(r["error"] is not None for r in rows),
         "intact": sum(r["markup"]["intact"] for r in rows) / n,
+        # tolk's own word on it: units returned without a markup fallback's warning (their
+        # placeholders came back on the first try or the retry); None for unflagging systems.
+        "kept": (
+            sum(not set(r["flags"]) & MARKUP_FALLBACKS for r in rows) / n
+            if system.startswith("tolk")
+            else None
+        ),
         "glued": sum(glue) / len(glue) if glue else None,
         "flagged": sum(bool(r["flags"]) for r in rows),
         **_timing(rows),
@@ -252,6 +263,7 @@ def _extra_rows(results: dict[str, Any]) -> list[str]:
             glue = "glued n/a (unspaced script)" if m["pair"].split("-")[1] in UNSPACED else "-"
         lines.append(
             f"markup {m['format']} {m['pair']} {m['system']}: {_pct(m['intact'])}% intact, "
+            f"{_pct(m.get('kept'))}% placeholders kept, "
             f"{glue}, n {m['n']}, errors {m['errors']}, p50 {_num(m['latency_s']['p50'])} s"
         )
     for d in results["summary"]["documents"]:
