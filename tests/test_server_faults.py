@@ -35,11 +35,12 @@ async def test_deadline_aborts_the_engine_request_and_answers_504(
     await wait_until(lambda: engine_idle(client), within=2)
 
 
-async def test_disconnect_frees_the_engine_slot_within_a_second(
+async def test_disconnect_frees_the_engine_slot(
     main_server: ServerProcess, client: httpx.AsyncClient, texts: TextMaker
 ) -> None:
     await wait_until(lambda: engine_idle(client), within=60)
     before = await metric_value(client, "tolk_requests_total", route="/translate", status="499")
+    written_before = await metric_value(client, "vllm:generation_tokens_total")
     async with httpx.AsyncClient(base_url=main_server.url, timeout=60) as leaving:
         request = asyncio.create_task(
             leaving.post(
@@ -55,8 +56,11 @@ async def test_disconnect_frees_the_engine_slot_within_a_second(
         request.cancel()  # the client gives up: httpx closes the connection
         with pytest.raises(asyncio.CancelledError):
             await request
-    freed_after = await wait_until(lambda: engine_idle(client), within=5)
-    assert freed_after < 1.0
+    await wait_until(lambda: engine_idle(client), within=5)
+    # Counted in tokens, not seconds (CI's machine is slow and noisy): the 816 tokens the
+    # translation had to write were mostly never written.
+    written = await metric_value(client, "vllm:generation_tokens_total") - written_before
+    assert 0 < written < 816 / 2
     after = await metric_value(client, "tolk_requests_total", route="/translate", status="499")
     assert after == before + 1
 
