@@ -83,6 +83,29 @@ def test_lost_placeholders_are_retried_but_are_no_warning_of_their_own() -> None
     assert verdict.retryable
 
 
+def test_the_retry_names_the_placeholders_in_the_syntax_the_model_saw() -> None:
+    from types import SimpleNamespace
+    from typing import cast
+
+    from tolk.engine import ModelEngine
+    from tolk.translation.checks import Verdict
+    from tolk.translation.fidelity import firmer
+    from tolk.translation.prompts import NO_INSTRUCTIONS
+
+    settings = SimpleNamespace(prompt_format="chat", placeholders="links")
+    engine = cast(ModelEngine, SimpleNamespace(settings=settings))
+    lost = Verdict(("placeholders",))
+    en, de = lang("en"), lang("de")
+    as_links = firmer(engine, NO_INSTRUCTIONS, "Run <g1>it</g1> with <x2/>.", en, de, lost)
+    assert any("[words](number)" in line for line in as_links.custom), as_links
+    as_tags = firmer(engine, NO_INSTRUCTIONS, "See [1]: <g1>it</g1> and <x2/>.", en, de, lost)
+    assert any("<g1> </g1> <x2/>" in line for line in as_tags.custom), as_tags
+    assert as_tags.custom[0] == "Write the translation in German only, not in English"
+    settings.placeholders = "tags"  # a model configured to see tags is told of tags
+    told = firmer(engine, NO_INSTRUCTIONS, "Run <g1>it</g1> with <x2/>.", en, de, lost)
+    assert any("<g1> </g1> <x2/>" in line for line in told.custom), told
+
+
 def test_budgets_follow_the_script_of_the_target() -> None:
     # Characters stand in for a tokenizer here: Nepali spends more of them than German.
     budgets = Budgets(len)

@@ -13,7 +13,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tolk.translation.document import Document
+from tolk.translation.document import Document, for_model, from_model
 from tolk.translation.formats import Format, parse
 from tolk.translation.html_format import escape_text, parse_html
 from tolk.translation.markdown_format import escape_markdown, parse_markdown, structure
@@ -192,6 +192,43 @@ def test_a_placeholder_around_nothing_or_glued_delimiters_fall_back_to_runs() ->
 
 
 # -- placeholders -----------------------------------------------------------------------------
+
+
+def test_the_model_sees_placeholders_as_links_and_code_spans_read_back_as_tags() -> None:
+    masked = "The <g1>red</g1> car and <g2>the <g3>road</g3></g2>.<x4/>"
+    shown = for_model(masked)
+    assert shown == "The [red](1) car and [the [road](3)](2).`4`"
+    assert from_model(masked, shown) == masked
+    # Moved, as another word order needs them, and read back the same way.
+    moved = from_model(masked, "La voiture [rouge](1) et [la [route](3)](2).`4`")
+    assert moved == "La voiture <g1>rouge</g1> et <g2>la <g3>route</g3></g2>.<x4/>"
+    # A dropped link is a dropped placeholder: what restore then refuses.
+    assert from_model(masked, "La voiture rouge et [la [route](3)](2).`4`") == (
+        "La voiture rouge et <g2>la <g3>route</g3></g2>.<x4/>"
+    )
+    # A segment with brackets or backticks of its own keeps the XML tags both ways.
+    own = "See [1] and <g1>this</g1>, or `code`: <x2/>"
+    assert for_model(own) == own
+    assert from_model(own, "Siehe [1] und [das](1)") == "Siehe [1] und [das](1)"
+    assert for_model("No markup [here].") == "No markup [here]."
+
+
+def test_a_document_comes_back_whole_through_the_link_syntax() -> None:
+    source = "Run **make serve** to start the [server](https://example.com/docs). Then `curl`.\n"
+    doc = parse_markdown(source)
+    unit = doc.units[0]
+    shown = for_model(unit.masked or "")
+    assert shown == "Run [make serve](1) to start the [server](2). Then `3`."
+    output = from_model(
+        unit.masked or "", "Starte [make serve](1), um den [Server](2) zu starten. Dann `3`."
+    )
+    restored = unit.restore(output)
+    assert restored is not None
+    assert unit.valid(restored)
+    assert Document((0, "\n"), (unit,)).render({0: restored}) == (
+        "Starte **make serve**, um den [Server](https://example.com/docs) zu starten. "
+        "Dann `curl`.\n"
+    )
 
 
 def test_restore_accepts_moved_placeholders_and_refuses_broken_ones() -> None:

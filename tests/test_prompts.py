@@ -160,8 +160,11 @@ def test_a_segment_with_placeholders_is_told_to_keep_them() -> None:
 
     prompt = chat("Run <g1>make serve</g1>, then <x2/>.", lang("en"), lang("de"))
     assert isinstance(prompt, ChatPrompt)
-    content = prompt.messages[0]["content"]
-    assert "the tags <g1> </g1> <x2/>: copy every tag" in content
+    system, user = prompt.messages
+    assert system["role"] == "system"
+    assert "the tags <g1> </g1> <x2/>: copy every tag" in system["content"]
+    assert "copy every tag" not in user["content"]  # not where it reads as text
+    assert user["content"].endswith("\nRun <g1>make serve</g1>, then <x2/>.")
     plain = chat("Run make serve.", lang("en"), lang("de"))
     assert isinstance(plain, ChatPrompt)
     assert "tags" not in plain.messages[0]["content"]

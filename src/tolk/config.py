@@ -27,6 +27,7 @@ from pydantic import (
 from tolk.languages import InvalidLanguageCode, LanguageCoverage, normalize, parse_pair
 
 PromptFormatName = Literal["chat", "hunyuan-mt", "seed-x", "tower", "alma", "translategemma"]
+PlaceholderSyntax = Literal["links", "tags"]  # tolk.translation.document.for_model
 
 ENV_PREFIX = "TOLK_"
 
@@ -115,6 +116,11 @@ class ModelSettings(_Strict):
     name: str = Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
     path: str = Field(min_length=1, description="Local directory or Hugging Face model id.")
     prompt_format: PromptFormatName = "chat"
+    placeholders: PlaceholderSyntax = Field(
+        "links",
+        description="How inline markup's placeholders are shown to the model: markdown links "
+        "and code spans ([words](1), `2`), or XML tags (<g1>words</g1>, <x2/>).",
+    )
     languages: tuple[str, ...] = Field((), description="Serve any pair among these languages.")
     pairs: tuple[str, ...] = Field((), description="Serve these pairs, written 'en>de'.")
     max_tokens_ratio: float | None = Field(

@@ -7,7 +7,9 @@ with its inline markup: `Text` runs and `Tag`s (emphasis, links, inline code, in
 
 A unit goes to the model as one segment with its inline markup replaced by placeholders,
 XLIFF-style: `<g1>` ... `</g1>` around a paired element's content, `<x2/>` for a standalone
-one (inline code, a line break, an image). So a sentence keeps its context and the model can
+one (inline code, a line break, an image). The model is shown them in markdown's own syntax
+(`for_model`: `[words](1)`, `` `2` ``), which a small model keeps far more often, and its
+output is read back (`from_model`). So a sentence keeps its context and the model can
 move emphasis where the target language's word order needs it. `restore` checks that every
 placeholder came back exactly once and properly nested, and only then puts the original
 markup back. If a model dropped, doubled or garbled one (after the service's retry), the
@@ -29,12 +31,56 @@ from collections.abc import Callable, Hashable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Literal
 
+from tolk.config import PlaceholderSyntax
 from tolk.translation.segment import Segmented
 
 Escape = Callable[[str], str]
 TagKind = Literal["open", "close", "atom", "break"]
 
 PLACEHOLDER = re.compile(r"<(/?)g(\d+)>|<x(\d+)\s*/>")
+
+# What the model is shown instead: the same placeholders in markdown's own syntax, a link
+# `[words](1)` for a pair and a code span `` `2` `` for a standalone one. Measured with
+# Qwen2.5-Coder-0.5B (docs/benchmarks.md, "Quality"), a model keeps these far more often
+# than XML tags, which it drops or copies out of the instruction. A segment whose own text
+# has brackets or backticks keeps the XML syntax (a `[1]` of its own would be read back as
+# a placeholder). Converted by hand both ways: the forms are tolk's, no library knows them.
+_XML_TAG = re.compile(r"<(/?)g(\d+)>|<x(\d+)\s*/>")
+_LINK = re.compile(r"\[([^\[\]]*)\]\((\d+)\)")
+_CODE = re.compile(r"`(\d+)`")
+
+
+def _in_links(masked: str) -> bool:
+    return not any(c in masked for c in "[]`") and _XML_TAG.search(masked) is not None
+
+
+def for_model(masked: str, syntax: PlaceholderSyntax = "links") -> str:
+    """A masked segment as the model is shown it: its placeholders as links and code spans
+    where its text allows (`Say <g1>hello</g1><x2/>` -> ``Say [hello](1)`2` ``), unless the
+    model's `syntax` is tags."""
+    if syntax == "tags" or not _in_links(masked):
+        return masked
+
+    def link(match: re.Match[str]) -> str:
+        closing, pair, atom = match.groups()
+        if atom is not None:
+            return f"`{atom}`"
+        return f"]({pair})" if closing else "["
+
+    return _XML_TAG.sub(link, masked)
+
+
+def from_model(masked: str, output: str, syntax: PlaceholderSyntax = "links") -> str:
+    """The model's output for `masked` with its placeholders back in tolk's form (the
+    inverse of `for_model`; anything else is left as the model wrote it)."""
+    if syntax == "tags" or not _in_links(masked):
+        return output
+    while True:  # innermost links first: `[a [b](2) c](1)`
+        paired = _LINK.sub(lambda m: f"<g{m[2]}>{m[1]}</g{m[2]}>", output)
+        if paired == output:
+            break
+        output = paired
+    return _CODE.sub(lambda m: f"<x{m[1]}/>", output)
 
 
 def identity(text: str) -> str:

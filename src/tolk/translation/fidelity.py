@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from tolk.engine import Generation, ModelEngine
 from tolk.languages import Lang
 from tolk.translation.checks import DESCRIPTIONS, Verdict
-from tolk.translation.document import PLACEHOLDER
+from tolk.translation.document import PLACEHOLDER, for_model
 from tolk.translation.prompts import INSTRUCTED, Instructions
 
 
@@ -104,6 +104,15 @@ def firmer(
     if "loop" in verdict.problems or "truncated" in verdict.problems:
         lines.append("Translate each sentence once, without repeating words")
     if "placeholders" in verdict.problems:
-        tags = " ".join(placeholders(text))
-        lines.append(f"Keep each of these tags exactly once, around the words they mark: {tags}")
+        shown = for_model(text, engine.settings.placeholders)
+        if shown != text:  # the model saw links and code spans (tolk.translation.document)
+            lines.append(
+                "Keep every link [words](number) and every `number` exactly once, with the "
+                "same numbers, around the translation of the same words"
+            )
+        else:
+            tags = " ".join(placeholders(text))
+            lines.append(
+                f"Keep each of these tags exactly once, around the words they mark: {tags}"
+            )
     return dataclasses.replace(asked, custom=(*asked.custom, *lines))

@@ -135,11 +135,18 @@ def chat(
     terms: Terms = (),
     instructions: Instructions = NO_INSTRUCTIONS,
 ) -> Prompt:
-    return _user(
+    prompt = _user(
         f"Translate the following {source.name} text into {target.name}. "
         "Reply with the translation only, without explanations, notes or quotation marks.\n"
-        f"{markup_instruction(text)}{glossary_instruction(terms)}{instructions.text()}\n{text}"
+        f"{glossary_instruction(terms)}{instructions.text()}\n{text}"
     )
+    # The tags' instruction goes in a system message: in the user's message, between the
+    # request and the text, the 0.5B Qwen took it for text and translated it into its answer
+    # (docs/benchmarks.md, "Quality": markup).
+    if tags := markup_instruction(text):
+        system = {"role": "system", "content": f"You are a translator. {tags.strip()}"}
+        prompt = ChatPrompt([system, *prompt.messages])
+    return prompt
 
 
 _CHINESE = {"zh", "yue"}

@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from typing import TypeVar
 
 from tolk.budget import DEFAULT_RATIO
-from tolk.config import ModelSettings
+from tolk.config import ModelSettings, PlaceholderSyntax
 from tolk.detect import Detection, Detector
 from tolk.engine import Generation, ModelEngine, ModelPool, Tokenizer
 from tolk.errors import (
@@ -43,7 +43,7 @@ from tolk.translation.checks import (
     loop_span,
     strip_cut_characters,
 )
-from tolk.translation.document import PLACEHOLDER, Document
+from tolk.translation.document import PLACEHOLDER, Document, for_model, from_model
 from tolk.translation.fidelity import (
     Attempt,
     CheckCounts,
@@ -186,7 +186,9 @@ def plan_job(
     (`ratio`: output tokens per source token for this pair, tolk.budget; the configured or
     default one if None). The benchmarks that feed an engine directly (tolk.bench.overhead,
     .versus) use it too, so both sides of a comparison get the very same prompts."""
-    prompt = FORMATS[settings.prompt_format](text.strip(), source, target, terms, instructions)
+    prompt = FORMATS[settings.prompt_format](
+        for_model(text.strip(), settings.placeholders), source, target, terms, instructions
+    )
     prompt_ids = render(prompt, tokenizer)
     source_tokens = len(tokenizer.encode(text, add_special_tokens=False))
     budget = output_budget(
@@ -584,7 +586,7 @@ class Translator:
                 )
             finally:
                 progress.in_flight -= 1
-            output, cut = self._finish(text, generation, target)
+            output, cut = self._finish(text, generation, target, engine.settings.placeholders)
             verdict = (
                 self.checks.check(
                     PLACEHOLDER.sub(" ", text),
@@ -640,11 +642,13 @@ class Translator:
         return dict(zip(segments, done, strict=True))
 
     @staticmethod
-    def _finish(source_text: str, generation: Generation, target: Lang) -> tuple[str, bool]:
+    def _finish(
+        source_text: str, generation: Generation, target: Lang, syntax: PlaceholderSyntax
+    ) -> tuple[str, bool]:
         """The output as a translation, and whether a cut character was removed from it (the
         budget stopped the model inside a multi-byte character: never returned)."""
         whole, cut = strip_cut_characters(generation.text, source_text)
-        translation = clean(whole, source_text, target)
+        translation = clean(from_model(source_text, whole, syntax), source_text, target)
         if "\n" not in source_text:
             # A line's translation stays one line, or the text's line structure would move.
             translation = _LINE_BREAKS.sub(" ", translation)
