@@ -83,7 +83,7 @@ def test_lost_placeholders_are_retried_but_are_no_warning_of_their_own() -> None
     assert verdict.retryable
 
 
-def test_the_retry_names_the_placeholders_in_the_syntax_the_model_saw() -> None:
+def test_the_retry_names_tags_but_not_links() -> None:
     from types import SimpleNamespace
     from typing import cast
 
@@ -97,7 +97,8 @@ def test_the_retry_names_the_placeholders_in_the_syntax_the_model_saw() -> None:
     lost = Verdict(("placeholders",))
     en, de = lang("en"), lang("de")
     as_links = firmer(engine, NO_INSTRUCTIONS, "Run <g1>it</g1> with <x2/>.", en, de, lost)
-    assert any("[words](number)" in line for line in as_links.custom), as_links
+    # Links are not named (a line the model may copy into its answer); tags are.
+    assert as_links.custom == ("Write the translation in German only, not in English",)
     as_tags = firmer(engine, NO_INSTRUCTIONS, "See [1]: <g1>it</g1> and <x2/>.", en, de, lost)
     assert any("<g1> </g1> <x2/>" in line for line in as_tags.custom), as_tags
     assert as_tags.custom[0] == "Write the translation in German only, not in English"

@@ -98,21 +98,18 @@ def firmer(
 ) -> Instructions:
     """The retry's instructions: the first try's, and a line on what went wrong, for
     prompt formats that take instructions (others retry with other sampling alone)."""
-    if engine.settings.prompt_format not in INSTRUCTED:
+    settings = engine.settings
+    if settings.prompt_format not in INSTRUCTED:
         return asked
     lines = [f"Write the translation in {target.name} only, not in {source.name}"]
     if "loop" in verdict.problems or "truncated" in verdict.problems:
         lines.append("Translate each sentence once, without repeating words")
-    if "placeholders" in verdict.problems:
-        shown = for_model(text, engine.settings.placeholders)
-        if shown != text:  # the model saw links and code spans (tolk.translation.document)
-            lines.append(
-                "Keep every link [words](number) and every `number` exactly once, with the "
-                "same numbers, around the translation of the same words"
-            )
-        else:
-            tags = " ".join(placeholders(text))
-            lines.append(
-                f"Keep each of these tags exactly once, around the words they mark: {tags}"
-            )
+    # Placeholders shown as links get no line of their own: an instruction in the user's
+    # message is what the 0.5B model translated into its answer, and one that names no
+    # placeholder would come back with a translation that restores (its words in the
+    # output). The retry's other sampling is what may mend them. Tags are named: a copied
+    # list of tags repeats them, which `restore` refuses.
+    if "placeholders" in verdict.problems and for_model(text, settings.placeholders) == text:
+        tags = " ".join(placeholders(text))
+        lines.append(f"Keep each of these tags exactly once, around the words they mark: {tags}")
     return dataclasses.replace(asked, custom=(*asked.custom, *lines))
