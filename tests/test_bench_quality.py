@@ -250,15 +250,18 @@ def test_markup_records_are_judged_for_markup() -> None:
             reference="",
             flags=["markup_dropped"],
         ),
+        # A request that failed (a deadline) kept nothing, though it carries no flag.
+        record("", kind="markdown", source=md, reference="", error="HTTP 504: ..."),
     ]
     results = results_of(records)
     (row,) = results["summary"]["markup"]
     assert row["format"] == "markdown"
-    assert row["n"] == 2
-    assert row["intact"] == pytest.approx(0.5)
+    assert row["n"] == 3
+    assert row["errors"] == 1
+    assert row["intact"] == pytest.approx(1 / 3)
     assert row["glued"] == pytest.approx(0.0)
     # tolk's own word: one unit fell back (flagged), one kept its placeholders.
-    assert row["kept"] == pytest.approx(0.5)
+    assert row["kept"] == pytest.approx(1 / 3)
 
 
 # --- Data ---------------------------------------------------------------------------------

@@ -215,9 +215,10 @@ def _markup_row(pair: str, system: str, kind: str, rows: list[dict[str, Any]]) -
         "errors": sum(r["error"] is not None for r in rows),
         "intact": sum(r["markup"]["intact"] for r in rows) / n,
         # tolk's own word on it: units returned without a markup fallback's warning (their
-        # placeholders came back on the first try or the retry); None for unflagging systems.
+        # placeholders came back on the first try or the retry; a unit that errored kept
+        # nothing); None for unflagging systems.
         "kept": (
-            sum(not set(r["flags"]) & MARKUP_FALLBACKS for r in rows) / n
+            sum(r["error"] is None and not set(r["flags"]) & MARKUP_FALLBACKS for r in rows) / n
             if system.startswith("tolk")
             else None
         ),
