@@ -8,8 +8,8 @@ with its inline markup: `Text` runs and `Tag`s (emphasis, links, inline code, in
 A unit goes to the model as one segment with its inline markup replaced by placeholders,
 XLIFF-style: `<g1>` ... `</g1>` around a paired element's content, `<x2/>` for a standalone
 one (inline code, a line break, an image). The model is shown them in markdown's own syntax
-(`for_model`: `[words](1)`, `` `2` ``), which a small model keeps far more often, and its
-output is read back (`from_model`). So a sentence keeps its context and the model can
+(`for_model`: `[words](1)`, `` `2` ``), which the 0.5B Qwen kept somewhat more often, and
+its output is read back (`from_model`). So a sentence keeps its context and the model can
 move emphasis where the target language's word order needs it. `restore` checks that every
 placeholder came back exactly once and properly nested, and only then puts the original
 markup back. If a model dropped, doubled or garbled one (after the service's retry), the
@@ -20,7 +20,7 @@ staying exactly where it was and the punctuation around each run kept. Model
 output always goes through the unit's `escape`, so whatever the model writes (`<`, `&`, `*`,
 `` ` ``, `[`...) is text in the output format, never markup.
 
-Placeholders are parsed by hand (one regular expression): no library knows this protocol,
+Placeholders are parsed by hand (regular expressions): no library knows this protocol,
 and the check must accept exactly the tags tolk wrote, nothing a model invents.
 """
 
@@ -40,18 +40,18 @@ TagKind = Literal["open", "close", "atom", "break"]
 PLACEHOLDER = re.compile(r"<(/?)g(\d+)>|<x(\d+)\s*/>")
 
 # What the model is shown instead: the same placeholders in markdown's own syntax, a link
-# `[words](1)` for a pair and a code span `` `2` `` for a standalone one. Measured with
-# Qwen2.5-Coder-0.5B (docs/benchmarks.md, "Quality"), a model keeps these far more often
-# than XML tags, which it drops or copies out of the instruction. A segment whose own text
-# has brackets or backticks keeps the XML syntax (a `[1]` of its own would be read back as
-# a placeholder). Converted by hand both ways: the forms are tolk's, no library knows them.
-_XML_TAG = re.compile(r"<(/?)g(\d+)>|<x(\d+)\s*/>")
+# `[words](1)` for a pair and a code span `` `2` `` for a standalone one, with no
+# instruction (one it can copy into its answer). Measured with Qwen2.5-Coder-0.5B
+# (docs/benchmarks.md, "Quality"): kept in 35% of markup units against 29% for XML tags with
+# their instruction in a system message (a small sample). A segment whose own text has
+# brackets or backticks keeps the XML syntax (a `[1]` of its own would be read back as a
+# placeholder). Converted by hand both ways: the forms are tolk's, no library knows them.
 _LINK = re.compile(r"\[([^\[\]]*)\]\((\d+)\)")
 _CODE = re.compile(r"`(\d+)`")
 
 
 def _in_links(masked: str) -> bool:
-    return not any(c in masked for c in "[]`") and _XML_TAG.search(masked) is not None
+    return not any(c in masked for c in "[]`") and PLACEHOLDER.search(masked) is not None
 
 
 def for_model(masked: str, syntax: PlaceholderSyntax = "links") -> str:
@@ -67,7 +67,7 @@ def for_model(masked: str, syntax: PlaceholderSyntax = "links") -> str:
             return f"`{atom}`"
         return f"]({pair})" if closing else "["
 
-    return _XML_TAG.sub(link, masked)
+    return PLACEHOLDER.sub(link, masked)
 
 
 def from_model(masked: str, output: str, syntax: PlaceholderSyntax = "links") -> str:
