@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -96,6 +97,31 @@ def test_serve_refuses_invalid_config_at_startup(tmp_path: Path) -> None:
     )
     assert result.returncode == 2
     assert "models.0.engine.max_num_seqs" in result.stderr
+
+
+def test_a_port_in_use_is_named_before_any_engine_starts(tmp_path: Path, test_model: Path) -> None:
+    """The port is bound first: another process holding it fails `tolk serve` at once, with
+    what to do, rather than after a minute of engine start (or, worse, after the engine
+    started while something else took the port)."""
+    with socket.socket() as holder:
+        holder.bind(("127.0.0.1", 0))
+        holder.listen()
+        port = holder.getsockname()[1]
+        path = tmp_path / "tolk.yaml"
+        path.write_text(
+            f"server: {{host: 127.0.0.1, port: {port}}}\n"
+            f"models:\n  - {{name: demo, path: {test_model}, languages: [en, de]}}\n"
+        )
+        result = subprocess.run(
+            [sys.executable, "-m", "tolk", "serve", "--config", str(path)],
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+    assert result.returncode == 2, result.stderr
+    assert f"cannot listen on 127.0.0.1:{port}: Address already in use" in result.stderr
+    assert "TOLK_SERVER__PORT" in result.stderr
+    assert "engine" not in result.stderr.lower()
 
 
 @pytest.mark.parametrize("command", ["serve", "fleet"])

@@ -6,6 +6,7 @@ from __future__ import annotations
 import logging
 import math
 import os
+import socket
 import sys
 from pathlib import Path
 from typing import Annotated, Any
@@ -103,7 +104,27 @@ def serve(
     run_server(settings)
 
 
+def _listen(host: str, port: int) -> socket.socket:
+    """The server's socket, bound before anything else starts. uvicorn binds only after the
+    app's start-up (the engines: up to a minute), and in that window another process (another
+    server's vLLM engine taking ports of its own) could take the port; bound first, a port in
+    use fails at once, not after the engine start."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        sock.bind((host, port))
+    except OSError as exc:
+        sock.close()
+        _fail(
+            f"cannot listen on {host}:{port}: {exc.strerror}; stop what holds the port or "
+            "choose another (server.port, or TOLK_SERVER__PORT)"
+        )
+    return sock
+
+
 def run_server(settings: TolkConfig) -> None:
+    listening = _listen(settings.server.host, settings.server.port)
     import uvicorn
 
     from tolk.server.app import create_app
@@ -151,7 +172,7 @@ def run_server(settings: TolkConfig) -> None:
             backlog=server_settings.backlog,
         )
     )
-    server.run()
+    server.run(sockets=[listening])
     if not server.started:
         sys.exit(1)
     if lifecycle.failed is not None:
