@@ -108,7 +108,8 @@ def _listen(host: str, port: int) -> socket.socket:
     """The server's socket, bound before anything else starts. uvicorn binds only after the
     app's start-up (the engines: up to a minute), and in that window another process (another
     server's vLLM engine taking ports of its own) could take the port; bound first, a port in
-    use fails at once, not after the engine start."""
+    use fails at once, not after the engine start. Not uvicorn's `Config.bind_socket`: it
+    exits with its own log line (no word on what to do) and makes the socket inheritable."""
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
     sock = socket.socket(family, socket.SOCK_STREAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)

@@ -34,6 +34,7 @@ from tolk.bench.quality_data import UNSPACED, glued, markup_intact
 from tolk.bench.report import json_safe, save_figure
 from tolk.bench.stats import percentile
 from tolk.translation.checks import REPLACEMENT, OutputChecks, strip_cut_characters
+from tolk.translation.fidelity import MARKUP_WARNINGS
 
 SCHEMA = "tolk.bench.quality/1"
 COMPARE_SCHEMA = "tolk.bench.quality-compare/1"
@@ -200,10 +201,6 @@ def summarize(results: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-# The warnings of tolk's markup fallbacks (tolk.translation.fidelity.WARNINGS).
-MARKUP_FALLBACKS = {"markup_dropped", "markup_split", "untranslated"}
-
-
 def _markup_row(pair: str, system: str, kind: str, rows: list[dict[str, Any]]) -> dict[str, Any]:
     n = len(rows)
     glue = [r["markup"]["glued"] for r in rows if r["markup"]["glued"] is not None]
@@ -218,7 +215,8 @@ def _markup_row(pair: str, system: str, kind: str, rows: list[dict[str, Any]]) -
         # placeholders came back on the first try or the retry; a unit that errored kept
         # nothing); None for unflagging systems.
         "kept": (
-            sum(r["error"] is None and not set(r["flags"]) & MARKUP_FALLBACKS for r in rows) / n
+            sum(r["error"] is None and not set(r["flags"]) & MARKUP_WARNINGS.keys() for r in rows)
+            / n
             if system.startswith("tolk")
             else None
         ),

@@ -50,15 +50,20 @@ _LINK = re.compile(r"\[([^\[\]]*)\]\((\d+)\)")
 _CODE = re.compile(r"`(\d+)`")
 
 
-def _in_links(masked: str) -> bool:
-    return not any(c in masked for c in "[]`") and PLACEHOLDER.search(masked) is not None
+def shows_links(masked: str, syntax: PlaceholderSyntax = "links") -> bool:
+    """Whether the model is shown this segment's placeholders as links and code spans."""
+    return (
+        syntax == "links"
+        and not any(c in masked for c in "[]`")
+        and PLACEHOLDER.search(masked) is not None
+    )
 
 
 def for_model(masked: str, syntax: PlaceholderSyntax = "links") -> str:
     """A masked segment as the model is shown it: its placeholders as links and code spans
     where its text allows (`Say <g1>hello</g1><x2/>` -> ``Say [hello](1)`2` ``), unless the
     model's `syntax` is tags."""
-    if syntax == "tags" or not _in_links(masked):
+    if not shows_links(masked, syntax):
         return masked
 
     def link(match: re.Match[str]) -> str:
@@ -73,7 +78,7 @@ def for_model(masked: str, syntax: PlaceholderSyntax = "links") -> str:
 def from_model(masked: str, output: str, syntax: PlaceholderSyntax = "links") -> str:
     """The model's output for `masked` with its placeholders back in tolk's form (the
     inverse of `for_model`; anything else is left as the model wrote it)."""
-    if syntax == "tags" or not _in_links(masked):
+    if not shows_links(masked, syntax):
         return output
     while True:  # innermost links first: `[a [b](2) c](1)`
         paired = _LINK.sub(lambda m: f"<g{m[2]}>{m[1]}</g{m[2]}>", output)

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from tolk.engine import Generation, ModelEngine
 from tolk.languages import Lang
 from tolk.translation.checks import DESCRIPTIONS, Verdict
-from tolk.translation.document import PLACEHOLDER, for_model
+from tolk.translation.document import PLACEHOLDER, shows_links
 from tolk.translation.prompts import INSTRUCTED, Instructions
 
 
@@ -34,14 +34,16 @@ class TextWarning:
         return WARNINGS.get(self.code, self.code)
 
 
-# What each warning code means, as the APIs say it.
-WARNINGS: dict[str, str] = dict(DESCRIPTIONS) | {
+# How a unit's markup fell back (tolk.translation.plan), as the APIs say it.
+MARKUP_WARNINGS: dict[str, str] = {
     "markup_dropped": "the model could not keep the inline markup; the sentence was "
     "translated whole, its emphasis left out",
     "markup_split": "the model could not keep the inline markup; the text runs between it "
     "were translated one by one",
     "untranslated": "no translation kept the markup valid; the source was returned",
 }
+# What each warning code means, as the APIs say it.
+WARNINGS: dict[str, str] = dict(DESCRIPTIONS) | MARKUP_WARNINGS
 
 
 @dataclass(frozen=True)
@@ -109,7 +111,7 @@ def firmer(
     # placeholder would come back with a translation that restores (its words in the
     # output). The retry's other sampling is what may mend them. Tags are named: a copied
     # list of tags repeats them, which `restore` refuses.
-    if "placeholders" in verdict.problems and for_model(text, settings.placeholders) == text:
+    if "placeholders" in verdict.problems and not shows_links(text, settings.placeholders):
         tags = " ".join(placeholders(text))
         lines.append(f"Keep each of these tags exactly once, around the words they mark: {tags}")
     return dataclasses.replace(asked, custom=(*asked.custom, *lines))
