@@ -26,6 +26,51 @@ def test_english_back_is_off_target_and_an_echo() -> None:
     assert "echo" in CHECKS.check(SOURCE, paraphrase, "en", "de").problems
 
 
+@pytest.mark.parametrize(
+    ("source", "output", "target"),
+    [
+        # Real outputs of the 0.5B model (docs/benchmarks/quality-h100): Chinese inside German,
+        # Arabic inside Nepali.
+        (
+            "Like some other experts, he noted these findings have no relevance to people "
+            "who already have Type 1 diabetes.",
+            "Wie andere Experten sagte er, diese Ergebnisse sind nicht relevant, wenn die "
+            "Menschen 已经有 Type 1 diabetes haben.",
+            "de",
+        ),
+        (
+            "Nepal's main problems are: large administration, distance, and film-like views.",
+            "नेपाल को मुख्य समस्या: बड़ा प्रशालन, दूरी, र फلم-आध्याशन हो।",
+            "ne",
+        ),
+    ],
+)
+def test_words_in_a_third_script_are_flagged(source: str, output: str, target: str) -> None:
+    verdict = CHECKS.check(source, output, "en", target)
+    assert verdict.language == target  # the detector alone would pass it
+    assert verdict.problems == ("foreign_script",)
+    assert verdict.retryable
+
+
+@pytest.mark.parametrize(
+    ("source", "output", "target"),
+    [
+        # Latin names and terms in Chinese or Nepali come from the source's script.
+        ("The CEO of Ring spoke on QVC.", "Ring 的 CEO 在 QVC 上发言。", "zh"),
+        ("Call the API now.", "अहिले API लाई कल गर्नुहोस्।", "ne"),
+        # A Cyrillic name the source has; a lone symbol.
+        ("Москва is a big city, bigger than Berlin.", "Москва ist eine große Stadt.", "de"),
+        ("The ratio pi is about three.", "Das Verhältnis π ist etwa drei.", "de"),
+        # Japanese is written in three scripts.
+        ("Good morning, world.", "おはようございます、世界。カタカナ", "ja"),
+    ],
+)
+def test_a_script_the_target_or_source_uses_is_not_foreign(
+    source: str, output: str, target: str
+) -> None:
+    assert "foreign_script" not in CHECKS.check(source, output, "en", target).problems
+
+
 def test_a_name_or_a_short_text_is_no_echo() -> None:
     assert not CHECKS.check("Qwen", "Qwen", "en", "de")
     assert not CHECKS.check("OK, thanks!", "OK, thanks!", "en", "de")

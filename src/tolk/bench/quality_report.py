@@ -41,12 +41,14 @@ COMPARE_SCHEMA = "tolk.bench.quality-compare/1"
 N_BOOTSTRAP = 1000
 SEED = 12345  # sacrebleu's own default seed
 # The failures a report lists, in its order; then those a server must not leave unflagged.
-FAILURES = ("off_target", "echo", "loop", "cut_character", "truncated", "empty")
+FAILURES = (
+    "off_target", "foreign_script", "echo", "loop", "cut_character", "truncated", "empty"
+)  # fmt: skip
 SILENT = ("off_target", "echo", "loop")
 COLUMNS = [
-    "pair", "system", "chrF++ [95% CI]", "BLEU", "n", "errors", "off-target %", "echo %",
-    "loop %", "cut %", "truncated %", "empty %", "flagged", "unflagged %", "p50 s", "p95 s",
-    "out tokens",
+    "pair", "system", "chrF++ [95% CI]", "BLEU", "n", "errors", "off-target %",
+    "foreign script %", "echo %", "loop %", "cut %", "truncated %", "empty %", "flagged",
+    "unflagged %", "p50 s", "p95 s", "out tokens",
 ]  # fmt: skip
 
 
@@ -243,8 +245,8 @@ def rows(results: dict[str, Any]) -> list[list[str]]:
             [
                 s["pair"], s["system"], f"{s['chrf']:.1f} [{ci[0]:.1f}, {ci[1]:.1f}]",
                 f"{s['bleu']:.1f}", str(s["n"]), str(s["errors"]), _pct(rates["off_target"]),
-                _pct(rates["echo"]), _pct(rates["loop"]), _pct(rates["cut_character"]),
-                _pct(rates["truncated"]), _pct(rates["empty"]),
+                _pct(rates["foreign_script"]), _pct(rates["echo"]), _pct(rates["loop"]),
+                _pct(rates["cut_character"]), _pct(rates["truncated"]), _pct(rates["empty"]),
                 f"{s['flagged']}/{s['with_problems']}", _pct(s["unflagged_share"]),
                 _num(s["latency_s"]["p50"]), _num(s["latency_s"]["p95"]),
                 "-" if s["output_tokens"] is None else str(s["output_tokens"]),
@@ -475,11 +477,14 @@ def compare(a: dict[str, Any], b: dict[str, Any], n_bootstrap: int = N_BOOTSTRAP
 
 
 COMPARE_COLUMNS = ["pair", "system", "n", "chrF++ A", "chrF++ B", "Δ chrF++", "p", "BLEU A",
-    "BLEU B", "Δ BLEU", "p", "Δ off-target pp", "Δ echo pp", "Δ loop pp", "Δ cut pp",
+    "BLEU B", "Δ BLEU", "p", "Δ off-target pp", "Δ foreign script pp",
+    "Δ echo pp", "Δ loop pp", "Δ cut pp",
     "Δ empty pp", "Δ any problem pp", "Δ unflagged pp"]  # fmt: skip
 
 
-COMPARED_FAILURES = ("off_target", "echo", "loop", "cut_character", "empty", "any", "unflagged")
+COMPARED_FAILURES = (
+    "off_target", "foreign_script", "echo", "loop", "cut_character", "empty", "any", "unflagged"
+)  # fmt: skip
 
 
 def _delta(entry: dict[str, Any], scale: float = 1.0) -> str:

@@ -91,8 +91,9 @@ class ServiceMetrics:
         )
         self.output_problems = Counter(
             "tolk_output_problems",
-            "Segments whose first output the checks found a problem in (off_target, echo, "
-            "loop, truncated, cut_character, empty, placeholders): before any retry.",
+            "Segments whose first output the checks found a problem in (off_target, "
+            "foreign_script, echo, loop, truncated, cut_character, empty, placeholders): "
+            "before any retry.",
             ["model", "problem"],
             registry=r,
         )

@@ -8,7 +8,8 @@ the service to retry and flag a segment and by `tolk bench quality` to count fai
 the server and the benchmark agree on what a failure is.
 
 Written by hand: no library checks model output for these (language identification is
-py3langid's, through tolk.detect; similarity is the standard library's difflib).
+py3langid's, through tolk.detect; a language's script is langcodes', a letter's script the
+`regex` module's Unicode tables; similarity is the standard library's difflib).
 """
 
 from __future__ import annotations
@@ -18,18 +19,30 @@ import re
 import unicodedata
 from collections.abc import Sequence
 from dataclasses import dataclass
+from functools import cache
 from typing import Literal
+
+import langcodes
+import regex
 
 from tolk.detect import Detector
 from tolk.languages import lang
 
 Problem = Literal[
-    "off_target", "echo", "loop", "truncated", "cut_character", "empty", "placeholders"
+    "off_target",
+    "foreign_script",
+    "echo",
+    "loop",
+    "truncated",
+    "cut_character",
+    "empty",
+    "placeholders",
 ]
 
 # Every problem, in the order a report lists them.
 PROBLEMS: tuple[Problem, ...] = (
     "off_target",
+    "foreign_script",
     "echo",
     "loop",
     "truncated",
@@ -40,6 +53,8 @@ PROBLEMS: tuple[Problem, ...] = (
 # What each problem means, in the words of an API's `warnings` (and the README).
 DESCRIPTIONS: dict[Problem, str] = {
     "off_target": "the output is not in the target language",
+    "foreign_script": "the output holds words in a script that is neither the target "
+    "language's nor the source's",
     "echo": "the output repeats the source instead of translating it",
     "loop": "the output repeats itself until it was cut off",
     "truncated": "the output reached its token budget before the model finished",
@@ -128,6 +143,52 @@ def loop_span(text: str) -> int:
     return repeating_tail(text.rstrip(), LOOP_MAX_PERIOD)
 
 
+# A language's script (ISO 15924, as langcodes gives it) that is written with several of
+# Unicode's scripts.
+_SCRIPTS_OF = {
+    "Hans": ("Hani",),
+    "Hant": ("Hani",),
+    "Jpan": ("Hani", "Hira", "Kana"),
+    "Kore": ("Hang", "Hani"),
+}
+# Letters of a script other than these are foreign (Common and Inherited are no script).
+_LETTER = regex.compile(r"\p{L}")
+# Fewer foreign letters than this are let be: a symbol or a name's one letter.
+MIN_FOREIGN_LETTERS = 2
+
+
+@cache
+def _script_pattern(tag: str) -> regex.Pattern[str]:
+    """A letter of the script(s) `tag` is written in."""
+    script = langcodes.Language.get(tag).maximize().script or "Latn"
+    names = _SCRIPTS_OF.get(script, (script,))
+    return regex.compile("|".join(rf"\p{{Script={name}}}" for name in names))
+
+
+def foreign_letters(source: str, output: str, target_lang: str) -> int:
+    """How many letters of `output` are in a script that is neither the target language's
+    nor found in the source: "die 已经有 Type 1" in German, Arabic inside Nepali. (The
+    detector takes such a text for its main language, so it is no off-target output.)"""
+    target = _script_pattern(lang(target_lang).tag)
+    foreign = [c for c in _LETTER.findall(output) if not target.match(c)]
+    if not foreign:
+        return 0
+    known = set(_LETTER.findall(source))
+    # A letter of a script the source uses is the source's (a name, a term left as is).
+    return sum(1 for c in foreign if c not in known and not _same_script_in(c, known))
+
+
+def _same_script_in(letter: str, letters: set[str]) -> bool:
+    script = _script_word(letter)
+    return any(_script_word(c) == script for c in letters)
+
+
+def _script_word(letter: str) -> str:
+    """A letter's script as the first word of its Unicode name ("LATIN", "CJK", "ARABIC",
+    "DEVANAGARI", "HANGUL"): near enough to tell whether the source has letters like it."""
+    return unicodedata.name(letter, letter).split(" ", 1)[0]
+
+
 def is_loop(source: str, output: str) -> bool:
     """Whether the output ends in a repetition its source does not have."""
     span = loop_span(output)
@@ -206,6 +267,11 @@ class OutputChecks:
         # "repetition": vLLM ended it as a loop (tolk.engine.engine.LOOP_DETECTION).
         if finish_reason == "repetition" or is_loop(source, output):
             problems.append("loop")
+        if (
+            "off_target" not in problems
+            and foreign_letters(source, output, target_lang) >= MIN_FOREIGN_LETTERS
+        ):
+            problems.append("foreign_script")
         if finish_reason == "length":
             problems.append("truncated")
         if cut_character:
@@ -231,6 +297,7 @@ __all__ = [
     "OutputChecks",
     "Problem",
     "Verdict",
+    "foreign_letters",
     "is_echo",
     "is_loop",
     "loop_span",
