@@ -346,6 +346,50 @@ def test_compare_finds_a_real_difference_and_not_a_null_one() -> None:
     assert not same["failures"]["any"]["significant"]
     assert "Δ chrF++" in quality_report.compare_markdown(comparison)
     assert quality_report.compare_rows(comparison)[0][5].endswith("*")
+    assert comparison["markup"] == []  # no markup units: no markup section
+    assert "## Markup" not in quality_report.compare_markdown(comparison)
+
+
+def test_compare_pairs_markup_units_too() -> None:
+    """Two runs of the same markup units, B keeping the placeholders where A fell back."""
+    units = [
+        quality_data.markdown_of(f"Report number {i} covers the weather in the mountains.", i)
+        for i in range(1, 31)
+    ]
+    assert all(units)
+
+    def run(kept: bool) -> dict[str, Any]:
+        return results_of(
+            [
+                record(
+                    u.replace("Report number", "Bericht Nummer") if kept else "Bericht.",
+                    kind="markdown",
+                    index=i,
+                    source=u,
+                    reference="",
+                    flags=[] if kept else ["markup_dropped"],
+                )
+                for i, u in enumerate(units)
+                if u is not None
+            ]
+        )
+
+    comparison = quality_report.compare(run(False), run(True), n_bootstrap=200)
+    assert comparison["rows"] == []  # no sentences
+    (row,) = comparison["markup"]
+    assert (row["format"], row["pair"], row["system"], row["n"]) == (
+        "markdown",
+        "en-de",
+        "tolk",
+        30,
+    )
+    assert row["kept"]["a"] == 0.0
+    assert row["kept"]["b"] == 1.0
+    assert row["kept"]["significant"]
+    assert row["intact"]["diff"] == 1.0
+    table = quality_report.compare_markdown(comparison)
+    assert "## Markup" in table
+    assert "| markdown | en-de | tolk | 30 | 0.0 | 100.0 | +100.0* |" in table
 
 
 def test_the_report_files_hold_the_figures(tmp_path: Path) -> None:
@@ -531,3 +575,7 @@ def test_bench_quality_against_a_real_tolk_server(
     assert compared.returncode == 0, compared.stderr[-3000:]
     comparison = json.loads((tmp_path / "c" / "quality-compare.json").read_text())
     assert [r["chrf"]["diff"] for r in comparison["rows"]] == [0, 0]
+    # The markup units are paired too (the same run against itself: no difference).
+    assert len(comparison["markup"]) == 3
+    assert all(m["intact"]["diff"] == 0 for m in comparison["markup"])
+    assert "Markup units: B against A" in compared.stdout

@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from rich.console import Group, RenderableType
 from rich.table import Table
 from sacrebleu.metrics.bleu import BLEU
 from sacrebleu.metrics.chrf import CHRF
@@ -216,12 +217,7 @@ def _markup_row(pair: str, system: str, kind: str, rows: list[dict[str, Any]]) -
         # tolk's own word on it: units returned without a markup fallback's warning (their
         # placeholders came back on the first try or the retry; a unit that errored kept
         # nothing); None for unflagging systems.
-        "kept": (
-            sum(r["error"] is None and not set(r["flags"]) & MARKUP_WARNINGS.keys() for r in rows)
-            / n
-            if system.startswith("tolk")
-            else None
-        ),
+        "kept": sum(_kept(r) for r in rows) / n if system.startswith("tolk") else None,
         "glued": sum(glue) / len(glue) if glue else None,
         "flagged": sum(bool(r["flags"]) for r in rows),
         **_timing(rows),
@@ -380,11 +376,51 @@ def write(results: dict[str, Any], out_dir: Path) -> list[Path]:
 # --- Two runs compared -----------------------------------------------------------------
 
 
-def _by_key(results: dict[str, Any]) -> dict[tuple[str, str], dict[tuple[int, str], Any]]:
-    out: dict[tuple[str, str], dict[tuple[int, str], Any]] = {}
+def _by_key(
+    results: dict[str, Any], kinds: Sequence[str] = ("sentence",)
+) -> dict[tuple[str, ...], dict[tuple[int, str], Any]]:
+    """Each run's records of `kinds` by pair and system (and kind, for markup), then by
+    unit; the unit's source is part of its key, so only the same text is paired."""
+    out: dict[tuple[str, ...], dict[tuple[int, str], Any]] = {}
     for r in results["records"]:
-        if r["kind"] == "sentence":
-            out.setdefault((r["pair"], r["system"]), {})[(r["index"], r["source"])] = r
+        if r["kind"] in kinds:
+            key = (
+                (r["pair"], r["system"])
+                if kinds == ("sentence",)
+                else (r["pair"], r["system"], r["kind"])
+            )
+            out.setdefault(key, {})[(r["index"], r["source"])] = r
+    return out
+
+
+def _kept(record: dict[str, Any]) -> bool:
+    """tolk's own word that a markup unit kept its placeholders (no fallback's warning)."""
+    return record["error"] is None and not set(record["flags"]) & MARKUP_WARNINGS.keys()
+
+
+def compare_markup(
+    a: dict[str, Any], b: dict[str, Any], n_bootstrap: int = N_BOOTSTRAP
+) -> list[dict[str, Any]]:
+    """Per pair, system and format in both runs, over the markup units both translated: B
+    minus A in units whose markup came back intact, and (tolk) whose placeholders it kept."""
+    runs_a, runs_b = _by_key(a, ("markdown", "html")), _by_key(b, ("markdown", "html"))
+    out = []
+    for key in (k for k in runs_a if k in runs_b):
+        shared = sorted(runs_a[key].keys() & runs_b[key].keys())
+        if not shared:
+            continue
+        ra, rb = [runs_a[key][s] for s in shared], [runs_b[key][s] for s in shared]
+        pair, system, kind = key
+        rates = {
+            "intact": ([r["markup"]["intact"] for r in ra], [r["markup"]["intact"] for r in rb])
+        }
+        if system.startswith("tolk"):
+            rates["kept"] = ([_kept(r) for r in ra], [_kept(r) for r in rb])
+        figures = {}
+        for name, (x, y) in rates.items():
+            rate = paired_rate(x, y, n_bootstrap)
+            figures[name] = {**rate, "significant": rate["p"] < 0.05 and rate["diff"] != 0}
+        out.append({"pair": pair, "system": system, "format": kind, "n": len(shared), **figures})
     return out
 
 
@@ -473,6 +509,7 @@ def compare(a: dict[str, Any], b: dict[str, Any], n_bootstrap: int = N_BOOTSTRAP
         "b": {"command": b.get("command"), "started_at": b.get("started_at")},
         "n_bootstrap": n_bootstrap,
         "rows": rows_out,
+        "markup": compare_markup(a, b, n_bootstrap),
     }
 
 
@@ -508,6 +545,29 @@ def compare_rows(comparison: dict[str, Any]) -> list[list[str]]:
     return out
 
 
+COMPARE_MARKUP_COLUMNS = [
+    "format", "pair", "system", "n", "intact A %", "intact B %", "Δ intact pp", "p",
+    "kept A %", "kept B %", "Δ kept pp", "p",
+]  # fmt: skip
+
+
+def compare_markup_rows(comparison: dict[str, Any]) -> list[list[str]]:
+    out = []
+    for r in comparison.get("markup", []):
+        row = [r["format"], r["pair"], r["system"], str(r["n"])]
+        for name in ("intact", "kept"):
+            f = r.get(name)
+            row += [_pct(f["a"]), _pct(f["b"]), _delta(f, 100), f"{f['p']:.3f}"] if f else ["-"] * 4
+        out.append(row)
+    return out
+
+
+COMPARE_MARKUP_NOTE = (
+    "Markup units: intact = the markup came back valid and complete (fallbacks included); "
+    "kept = tolk kept the placeholders, first try or retry (no markup warning). B minus A in "
+    "percentage points, paired bootstrap over the same units; * p < 0.05."
+)
+
 COMPARE_NOTE = (
     "B minus A over the sentences both runs translated; * significant at p < 0.05 (scores: "
     "sacrebleu's paired bootstrap test; failure rates in percentage points: paired bootstrap "
@@ -515,7 +575,8 @@ COMPARE_NOTE = (
 )
 
 
-def compare_table(comparison: dict[str, Any]) -> Table:
+def compare_table(comparison: dict[str, Any]) -> RenderableType:
+    """The sentences' table, and the markup units' where both runs had any."""
     out = Table(title="tolk bench quality: B against A")
     for column in COMPARE_COLUMNS:
         out.add_column(column, justify="left" if column in ("pair", "system") else "right")
@@ -524,7 +585,18 @@ def compare_table(comparison: dict[str, Any]) -> Table:
     out.caption = (
         f"A: {comparison['a']['command']}\nB: {comparison['b']['command']}\n{COMPARE_NOTE}"
     )
-    return out
+    markup = compare_markup_rows(comparison)
+    if not markup:
+        return out
+    marked = Table(title="Markup units: B against A", caption=COMPARE_MARKUP_NOTE)
+    for column in COMPARE_MARKUP_COLUMNS:
+        marked.add_column(column, justify="left" if column in _TEXT_COLUMNS else "right")
+    for row in markup:
+        marked.add_row(*row)
+    return Group(out, marked)
+
+
+_TEXT_COLUMNS = ("format", "pair", "system")
 
 
 def compare_markdown(comparison: dict[str, Any]) -> str:
@@ -541,8 +613,25 @@ def compare_markdown(comparison: dict[str, Any]) -> str:
             "",
             COMPARE_NOTE,
             "",
+            *_markup_section(comparison),
         ]
     )
+
+
+def _markup_section(comparison: dict[str, Any]) -> list[str]:
+    rows = compare_markup_rows(comparison)
+    if not rows:
+        return []
+    return [
+        "## Markup",
+        "",
+        "| " + " | ".join(COMPARE_MARKUP_COLUMNS) + " |",
+        "|" + "---|" * len(COMPARE_MARKUP_COLUMNS),
+        *("| " + " | ".join(row) + " |" for row in rows),
+        "",
+        COMPARE_MARKUP_NOTE,
+        "",
+    ]
 
 
 def write_compare(comparison: dict[str, Any], out_dir: Path) -> list[Path]:
