@@ -1,6 +1,7 @@
 # make serve: set up if needed, fetch and convert the real model if missing (tolk fetch-model:
 #             Qwen2.5-Coder-0.5B-Instruct, 1.3 GB, ~2 minutes once), serve on $(HOST):$(PORT).
-# make test:  set up if needed, then ruff, mypy and the whole pytest suite.
+# make test:  set up if needed, then ruff, the import rules (lint-imports), mypy and the
+#             whole pytest suite.
 
 VENV := .venv
 BIN := $(VENV)/bin
@@ -38,6 +39,7 @@ serve: real-model
 lint: setup
 	$(BIN)/ruff check src tests
 	$(BIN)/ruff format --check src tests
+	$(BIN)/lint-imports
 
 typecheck: setup
 	$(BIN)/mypy

@@ -12,9 +12,10 @@ import pytest
 
 from tolk.bench import gpu_compare, journey, report
 from tolk.bench.loadgen import engine_seconds, poisson_arrivals
-from tolk.bench.scrape import Snapshot, engine_summary
+from tolk.bench.scrape import engine_summary
 from tolk.bench.stats import Latency, RequestRecord, histogram_quantile, percentile, summarize
 from tolk.bench.workloads import WORDS_PER_TOKEN, articles, from_jsonl, load, uniform, variable
+from tolk.wire.prometheus import Snapshot
 
 
 def test_percentile_interpolates_linearly() -> None:

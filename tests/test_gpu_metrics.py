@@ -15,10 +15,11 @@ from prometheus_client import generate_latest
 
 from tests.test_bench_units import _results
 from tolk.bench import report
-from tolk.bench.scrape import GPU_UTILIZATION, Snapshot
+from tolk.bench.scrape import GPU_UTILIZATION
 from tolk.engine import EngineMetrics
 from tolk.server.gpu import FAMILIES, GpuCollector
 from tolk.server.metrics import ServiceMetrics
+from tolk.wire.prometheus import Snapshot
 
 
 class StandInNvml:

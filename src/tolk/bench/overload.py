@@ -36,9 +36,9 @@ from rich.table import Table
 from tolk.bench import report
 from tolk.bench.burst import Answer, Burst
 from tolk.bench.loadgen import closed_loop, get_text, make_client, send
-from tolk.bench.scrape import Snapshot
 from tolk.bench.stats import RequestRecord, percentile
 from tolk.bench.workloads import WorkItem, Workload
+from tolk.wire.prometheus import Snapshot
 
 Progress = Callable[[str], None]
 STALL_METRIC = "tolk_event_loop_stall_seconds"

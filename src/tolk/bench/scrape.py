@@ -6,13 +6,12 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
-from collections import defaultdict
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import aiohttp
-from prometheus_client.parser import text_string_to_metric_families
 
 from tolk.bench.stats import histogram_quantile
+from tolk.wire.prometheus import Snapshot
 
 # Engine histograms reported per level: name -> short key in the report.
 ENGINE_HISTOGRAMS = {
@@ -21,42 +20,6 @@ ENGINE_HISTOGRAMS = {
     "vllm:inter_token_latency_seconds": "inter_token_s",
     "vllm:e2e_request_latency_seconds": "e2e_s",
 }
-
-
-@dataclass
-class Snapshot:
-    """Sample values summed over every model and engine, by (name, bucket bound or None)."""
-
-    values: dict[tuple[str, str | None], float] = field(default_factory=dict)
-    counts: dict[str, int] = field(default_factory=dict)  # label sets summed per name
-
-    @classmethod
-    def parse(cls, text: str) -> Snapshot:
-        values: dict[tuple[str, str | None], float] = defaultdict(float)
-        counts: dict[str, int] = defaultdict(int)
-        for family in text_string_to_metric_families(text):
-            for sample in family.samples:
-                key = (sample.name, sample.labels.get("le"))
-                values[key] += float(sample.value)
-                counts[sample.name] += 1
-        return cls(dict(values), dict(counts))
-
-    def get(self, name: str, le: str | None = None) -> float:
-        return self.values.get((name, le), 0.0)
-
-    def mean(self, name: str) -> float | None:
-        """The mean over a gauge's label sets (e.g. one per GPU), or None when absent."""
-        found = self.counts.get(name, 0)
-        return self.values[(name, None)] / found if found else None
-
-    def buckets(self, name: str) -> list[tuple[float, str, float]]:
-        """(upper bound, its `le` label as written, cumulative count), by bound."""
-        out = [
-            (float(le), le, v)
-            for (n, le), v in self.values.items()
-            if n == f"{name}_bucket" and le is not None
-        ]
-        return sorted(out)
 
 
 def engine_summary(before: Snapshot, after: Snapshot) -> dict[str, float]:

@@ -4,7 +4,7 @@ Bodies are JSON (the `deepl` Python client) or urlencoded forms (deepl-node, Mas
 older clients); parameters from the body, then the query. The key comes from
 `Authorization: DeepL-Auth-Key <key>` (or `auth_key`, for older clients). Errors are
 `{"message": ...}` with DeepL's statuses: 400, 403, 404, 413, 429 (overload too: DeepL's
-clients retry it with backoff), 456 (quota), 503 (tolk.server.errors shapes them).
+clients retry it with backoff), 456 (quota), 503 (tolk.wire.errors shapes them).
 
 Mappings (README, "DeepL API"): `split_sentences` 0 -> tolk's split `none`, 1 / nonewlines /
 on / default -> `sentences` (tolk never joins lines); `preserve_formatting` is always so
@@ -26,7 +26,6 @@ from typing import Any
 from fastapi import APIRouter, Request, Response
 from fastapi.responses import JSONResponse
 
-from tolk.compat import codes
 from tolk.compat.documents import documents_of
 from tolk.compat.params import Params, read_params
 from tolk.errors import InvalidRequest, NotFound, TolkError
@@ -34,12 +33,13 @@ from tolk.keys import StoredGlossary
 from tolk.languages import Lang, lang, request_lang
 from tolk.server.access import Caller
 from tolk.server.calls import Calls, CallsDep, attachment, bearer_key
-from tolk.server.middleware import CLIENT_CLOSED
 from tolk.translation.files import file_type
 from tolk.translation.html_format import TagRules
 from tolk.translation.prompts import FORMAL_REGISTERS, INSTRUCTED, Instructions
 from tolk.translation.segment import SplitMode
 from tolk.translation.service import GlossaryRequest, Translation
+from tolk.wire import codes
+from tolk.wire.asgi import CLIENT_CLOSED
 
 router = APIRouter(prefix="/v2", tags=["DeepL API v2"])
 

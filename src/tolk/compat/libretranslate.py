@@ -1,9 +1,9 @@
 """LibreTranslate's API (as LibreTranslate 1.9 serves it), at the server's root.
 
 `POST /translate` and `POST /detect` share their paths with tolk's own API; a request with
-`q` (or a form) is routed here by tolk.compat.dispatch, to the `/libretranslate/...` paths
+`q` (or a form) is routed here by tolk.wire.endpoints, to the `/libretranslate/...` paths
 below. Parameters come from a JSON body, a urlencoded or multipart form, or the query string.
-Errors are `{"error": "..."}` (400, 403, 429; tolk.server.errors shapes them).
+Errors are `{"error": "..."}` (400, 403, 429; tolk.wire.errors shapes them).
 
 Differences from LibreTranslate, on purpose: `alternatives` is accepted and answered with
 empty lists (one translation per text); `detectedLanguage` of a list is per text (1.9.6
@@ -21,16 +21,16 @@ from urllib.parse import quote
 from fastapi import APIRouter, Request, Response
 from fastapi.responses import JSONResponse
 
-from tolk.compat import codes
 from tolk.compat.documents import documents_of
 from tolk.compat.params import Params, read_params
 from tolk.errors import InvalidLanguage, InvalidRequest, NotFound, UnsupportedLanguagePair
 from tolk.languages import Lang, lang
 from tolk.server.access import Caller
 from tolk.server.calls import Calls, CallsDep, attachment
-from tolk.server.middleware import CLIENT_CLOSED
 from tolk.translation.files import FILE_TYPES, file_type
 from tolk.translation.service import GlossaryRequest, Translation
+from tolk.wire import codes
+from tolk.wire.asgi import CLIENT_CLOSED
 
 router = APIRouter(tags=["LibreTranslate API"])
 WEBLATE_PLACEABLE = re.compile(r"\[X\d+X\]")

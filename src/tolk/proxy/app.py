@@ -30,8 +30,14 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 import tolk
-from tolk.compat.codes import from_libretranslate
-from tolk.compat.dispatch import (
+from tolk.errors import InvalidLanguage
+from tolk.languages import lang, request_lang
+from tolk.proxy.config import ProxyConfig
+from tolk.proxy.metrics import ProxyMetrics
+from tolk.proxy.upstreams import Upstream, UpstreamPool
+from tolk.wire.asgi import CLIENT_CLOSED, wait_for_disconnect
+from tolk.wire.codes import from_libretranslate
+from tolk.wire.endpoints import (
     CORS,
     FILE_PATHS,
     LIBRETRANSLATE_PATHS,
@@ -40,13 +46,7 @@ from tolk.compat.dispatch import (
     api_of_path,
     is_libretranslate,
 )
-from tolk.errors import InvalidLanguage
-from tolk.languages import lang, request_lang
-from tolk.proxy.config import ProxyConfig
-from tolk.proxy.metrics import ProxyMetrics
-from tolk.proxy.upstreams import Upstream, UpstreamPool
-from tolk.server.errors import ERROR_CODE_HEADER, Api, error_response, install_error_handlers
-from tolk.server.lifecycle import wait_for_disconnect
+from tolk.wire.errors import ERROR_CODE_HEADER, Api, error_response, install_error_handlers
 
 log = logging.getLogger("tolk.proxy")
 
@@ -68,7 +68,6 @@ PASSED_HEADERS = frozenset(
         *(name.decode() for name, _ in CORS),
     }
 )
-CLIENT_CLOSED = 499
 
 
 @dataclass(frozen=True)

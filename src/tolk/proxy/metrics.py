@@ -9,7 +9,7 @@ from prometheus_client import CollectorRegistry, Counter, Histogram, generate_la
 from prometheus_client.metrics_core import GaugeMetricFamily, Metric
 
 from tolk.proxy.upstreams import Circuit, Upstream, UpstreamPool
-from tolk.server.metrics import LATENCY_BUCKETS, OVERHEAD_BUCKETS
+from tolk.wire.prometheus import LATENCY_BUCKETS, OVERHEAD_BUCKETS
 
 CIRCUIT_VALUES = {Circuit.CLOSED: 0, Circuit.HALF_OPEN: 1, Circuit.OPEN: 2}
 

@@ -18,9 +18,9 @@ from typing import Any
 
 import aiohttp
 
-from tolk.bench.scrape import Snapshot
 from tolk.languages import LanguageCoverage, parse_pair, serves
 from tolk.proxy.config import BreakerSettings, DnsUpstreams, HealthSettings, ProxyConfig
+from tolk.wire.prometheus import Snapshot
 
 log = logging.getLogger("tolk.proxy")
 

@@ -17,7 +17,6 @@ from fastapi.staticfiles import StaticFiles
 import tolk
 from tolk import languages
 from tolk.compat import deepl, libretranslate
-from tolk.compat.dispatch import FILE_PATHS, ApiDispatch
 from tolk.compat.documents import DocumentStore
 from tolk.config import TolkConfig
 from tolk.engine import EngineMetrics, ModelEngine, ModelPool, lineage, vllm_compat
@@ -26,13 +25,14 @@ from tolk.keys import SYNC_SECONDS, KeyStore
 from tolk.server import web
 from tolk.server.access import Access
 from tolk.server.calls import Calls
-from tolk.server.errors import install_error_handlers
 from tolk.server.lifecycle import Lifecycle
 from tolk.server.metrics import CONCURRENCY_SAMPLE_INTERVAL, LOOP_SAMPLE_INTERVAL, ServiceMetrics
 from tolk.server.middleware import BodySizeLimit, BodyTimeout, RequestAccounting, Shedding
 from tolk.server.routes import router
 from tolk.translation import Limits, Translator
 from tolk.translation.service import NamedGlossary
+from tolk.wire.endpoints import FILE_PATHS, ApiDispatch
+from tolk.wire.errors import install_error_handlers
 
 log = logging.getLogger("tolk.server")
 

@@ -19,6 +19,7 @@ from typing import Any, TypeVar
 from starlette.requests import Request
 
 from tolk.errors import ClientDisconnected, ShuttingDown
+from tolk.wire.asgi import wait_for_disconnect
 
 T = TypeVar("T")
 log = logging.getLogger("tolk.server")
@@ -89,13 +90,3 @@ class Lifecycle:
                 "this server shut down before the translation finished; retry on another server"
             )
         return task.result()
-
-
-async def wait_for_disconnect(request: Request) -> None:
-    # The body has been read by now, so the next ASGI message is the disconnect (uvicorn
-    # delivers it when the client closes the connection). This is vLLM's own approach
-    # (vllm/entrypoints/utils.py): no polling.
-    while True:
-        message = await request.receive()
-        if message["type"] == "http.disconnect":
-            return

@@ -12,9 +12,8 @@ from prometheus_client.registry import Collector
 from tolk.engine import EngineMetrics, ModelEngine
 from tolk.engine.engine import EngineState
 from tolk.server.gpu import GpuCollector
+from tolk.wire.prometheus import LATENCY_BUCKETS, OVERHEAD_BUCKETS
 
-LATENCY_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 20, 30, 60, 120)
-OVERHEAD_BUCKETS = (0.0002, 0.0005, 0.001, 0.002, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1)
 # Fine at small counts, where the right max_num_seqs is decided.
 CONCURRENCY_BUCKETS = (0, 1, 2, 3, 4, 6, 8, 12, 16, 20, 24, 32, 48, 64, 96, 128, 192, 256, 512)
 CONCURRENCY_SAMPLE_INTERVAL = 0.1

@@ -16,12 +16,10 @@ from typing import Any
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from tolk.compat.dispatch import FILE_PATHS
-from tolk.server.errors import api_of, error_response
 from tolk.server.metrics import ServiceMetrics
-
-# Status recorded when the client went away before a response (nginx's convention).
-CLIENT_CLOSED = 499
+from tolk.wire.asgi import CLIENT_CLOSED
+from tolk.wire.endpoints import FILE_PATHS
+from tolk.wire.errors import api_of, error_response
 
 
 class RequestAccounting:

@@ -19,10 +19,8 @@ from tolk.engine import ModelPool
 from tolk.errors import TolkError
 from tolk.server.access import Caller
 from tolk.server.calls import Calls, CallsDep, attachment, bearer_key
-from tolk.server.errors import error_body, error_response, request_id_of
 from tolk.server.lifecycle import Lifecycle
 from tolk.server.metrics import ServiceMetrics
-from tolk.server.middleware import CLIENT_CLOSED
 from tolk.server.schemas import (
     ERROR_RESPONSES,
     Candidate,
@@ -44,6 +42,8 @@ from tolk.translation.files import FILE_TYPES, file_type, translate_file
 from tolk.translation.prompts import Instructions
 from tolk.translation.segment import SplitMode
 from tolk.translation.service import GlossaryRequest, SegmentDone
+from tolk.wire.asgi import CLIENT_CLOSED
+from tolk.wire.errors import error_body, error_response, request_id_of
 
 
 async def _pool(request: Request) -> ModelPool:

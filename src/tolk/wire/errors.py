@@ -57,7 +57,7 @@ _LIBRETRANSLATE_STATUS = {
 
 
 def api_of(scope: Any) -> Api:
-    """Which API a request spoke (set by tolk.compat.dispatch.ApiDispatch)."""
+    """Which API a request spoke (set by tolk.wire.endpoints.ApiDispatch)."""
     state = scope.get("state", {}) if isinstance(scope, dict) else {}
     api: Api = state.get("api", "tolk")
     return api

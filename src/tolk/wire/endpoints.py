@@ -7,7 +7,7 @@ request: a LibreTranslate client sends `q` (in a JSON body, a form, or the query
 a form, tolk's clients JSON with `text`. A LibreTranslate request is routed to the
 `/libretranslate/...` route of the same name, which OpenAPI documents.
 
-The API is recorded in the request's state (errors are shaped by it: tolk.server.errors),
+The API is recorded in the request's state (errors are shaped by it: tolk.wire.errors),
 and LibreTranslate's answers carry its CORS headers (browser clients depend on them).
 Pure ASGI, like the other middleware: bodies stream through, disconnects reach handlers.
 """
@@ -18,7 +18,7 @@ import json
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from tolk.server.errors import Api
+from tolk.wire.errors import Api
 
 LIBRETRANSLATE_PATHS = frozenset(
     {"/languages", "/frontend/settings", "/translate_file", "/suggest"}
