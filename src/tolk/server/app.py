@@ -16,19 +16,18 @@ from fastapi.staticfiles import StaticFiles
 
 import tolk
 from tolk import languages
-from tolk.compat import deepl, libretranslate
-from tolk.compat.documents import DocumentStore
 from tolk.config import TolkConfig
 from tolk.engine import EngineMetrics, ModelEngine, ModelPool, lineage, vllm_compat
 from tolk.engine.supervisor import RestartPolicy, Supervisor
 from tolk.keys import SYNC_SECONDS, KeyStore
-from tolk.server import web
 from tolk.server.access import Access
+from tolk.server.api import deepl, libretranslate, web
+from tolk.server.api.tolk import router
 from tolk.server.calls import Calls
+from tolk.server.documents import DocumentStore
 from tolk.server.lifecycle import Lifecycle
 from tolk.server.metrics import CONCURRENCY_SAMPLE_INTERVAL, LOOP_SAMPLE_INTERVAL, ServiceMetrics
 from tolk.server.middleware import BodySizeLimit, BodyTimeout, RequestAccounting, Shedding
-from tolk.server.routes import router
 from tolk.translation import Limits, Translator
 from tolk.translation.service import NamedGlossary
 from tolk.wire.endpoints import FILE_PATHS, ApiDispatch

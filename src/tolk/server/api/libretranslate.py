@@ -21,12 +21,12 @@ from urllib.parse import quote
 from fastapi import APIRouter, Request, Response
 from fastapi.responses import JSONResponse
 
-from tolk.compat.documents import documents_of
-from tolk.compat.params import Params, read_params
 from tolk.errors import InvalidLanguage, InvalidRequest, NotFound, UnsupportedLanguagePair
 from tolk.languages import Lang, lang
 from tolk.server.access import Caller
 from tolk.server.calls import Calls, CallsDep, attachment
+from tolk.server.documents import documents_of
+from tolk.server.params import Params, read_params
 from tolk.translation.files import FILE_TYPES, file_type
 from tolk.translation.service import GlossaryRequest, Translation
 from tolk.wire import codes

@@ -26,13 +26,13 @@ from typing import Any
 from fastapi import APIRouter, Request, Response
 from fastapi.responses import JSONResponse
 
-from tolk.compat.documents import documents_of
-from tolk.compat.params import Params, read_params
 from tolk.errors import InvalidRequest, NotFound, TolkError
 from tolk.keys import StoredGlossary
 from tolk.languages import Lang, lang, request_lang
 from tolk.server.access import Caller
 from tolk.server.calls import Calls, CallsDep, attachment, bearer_key
+from tolk.server.documents import documents_of
+from tolk.server.params import Params, read_params
 from tolk.translation.files import file_type
 from tolk.translation.html_format import TagRules
 from tolk.translation.prompts import FORMAL_REGISTERS, INSTRUCTED, Instructions
