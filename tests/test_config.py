@@ -51,6 +51,11 @@ def test_kv_cache_size_accepts_units() -> None:
         ({"languages": []}, "models.0", "give 'languages'"),
         ({"prompt_format": "gpt"}, "models.0.prompt_format", "Input should be"),
         ({"name": "has space"}, "models.0.name", "pattern"),
+        (
+            {"checks": {"markup_sampling": {"temperature": 0}}},
+            "models.0.checks",
+            "markup_candidates > 1 needs markup_sampling.temperature > 0",
+        ),
     ],
 )
 def test_invalid_config_names_the_field(patch: dict[str, object], field: str, reason: str) -> None:

@@ -174,3 +174,29 @@ def test_output_that_is_no_translation_is_retried_and_flagged(checked_salad: str
     )
     assert deepl.status_code == 200, deepl.text
     assert '"text":0' in deepl.headers.get("x-tolk-warnings", ""), deepl.headers
+
+
+def test_markup_whose_placeholders_are_lost_is_retried_with_sampled_candidates(
+    checked_salad: str,
+) -> None:
+    """Token salad loses a markdown unit's placeholders: the retry asks the engine for
+    `markup_candidates` (4) sampled outputs in one request (vLLM's n), and what cannot keep
+    the markup is still returned valid and flagged."""
+
+    def n_requests() -> tuple[float, float]:
+        metrics = httpx.get(f"{checked_salad}/metrics", timeout=30).text
+        count = re.findall(r"^vllm:request_params_n_count\{[^}]*\} (\S+)", metrics, re.M)
+        total = re.findall(r"^vllm:request_params_n_sum\{[^}]*\} (\S+)", metrics, re.M)
+        assert count, metrics
+        assert total, metrics
+        return sum(map(float, count)), sum(map(float, total))
+
+    before = n_requests()
+    text = "Run **make serve** to start the [server](https://example.com/docs) on port 8000 now."
+    out = translate(checked_salad, text=text, source_lang="en", target_lang="de", format="markdown")
+    after = n_requests()
+    requests, outputs = after[0] - before[0], after[1] - before[1]
+    # One request with n=4 among them: four outputs more than requests.
+    assert outputs - requests >= 3, (before, after)
+    codes = {w["code"] for w in out["warnings"]}
+    assert codes & {"markup_dropped", "markup_split", "untranslated"}, out

@@ -110,6 +110,29 @@ class CheckSettings(_Strict):
         default_factory=lambda: SamplingSettings(repetition_penalty=1.2),
         description="Decoding settings of the retry (a repetition penalty breaks loops).",
     )
+    markup_candidates: int = Field(
+        4,
+        ge=1,
+        le=16,
+        description="A unit whose placeholders did not come back is retried with this many "
+        "outputs sampled in one engine request (vLLM's `n`: the prompt is read once) with "
+        "`markup_sampling`; the one with the fewest problems is kept. 1: one retry with "
+        "`retry_sampling`, as for other problems.",
+    )
+    markup_sampling: SamplingSettings = Field(
+        default_factory=lambda: SamplingSettings(temperature=0.7, top_p=0.95),
+        description="Decoding settings of the markup retry's candidates (sampled: greedy "
+        "ones would all be the same).",
+    )
+
+    @model_validator(mode="after")
+    def _candidates_differ(self) -> CheckSettings:
+        if self.markup_candidates > 1 and self.markup_sampling.temperature == 0:
+            raise ValueError(
+                "markup_candidates > 1 needs markup_sampling.temperature > 0 (greedy "
+                "candidates are all the same); set a temperature or markup_candidates: 1"
+            )
+        return self
 
 
 class ModelSettings(_Strict):

@@ -126,7 +126,11 @@ LOOP_DETECTION = {"min_pattern_size": 1, "max_pattern_size": 24, "min_count": 8}
 
 
 def sampling_params(
-    sampling: SamplingSettings, max_tokens: int, detokenize: bool = True, stop_loops: bool = False
+    sampling: SamplingSettings,
+    max_tokens: int,
+    detokenize: bool = True,
+    stop_loops: bool = False,
+    n: int = 1,
 ) -> Any:
     """vLLM's SamplingParams for one segment. `detokenize=False`: vLLM returns token ids
     only, and does not decode them token by token on every engine step (see generate).
@@ -138,6 +142,7 @@ def sampling_params(
     if detection is not None:
         extra["repetition_detection"] = detection
     return SamplingParams(
+        n=n,
         max_tokens=max_tokens,
         output_kind=RequestOutputKind.FINAL_ONLY,
         skip_special_tokens=True,
@@ -334,6 +339,19 @@ class ModelEngine:
         """Run one engine request to completion (with the model's sampling settings, or
         `sampling`). Cancelling this aborts it in the engine. `stop_loops`: vLLM ends the
         generation when its tail repeats (finish_reason "repetition", LOOP_DETECTION)."""
+        (generation,) = await self.generate_n(prompt_ids, max_tokens, sampling, stop_loops, 1)
+        return generation
+
+    async def generate_n(
+        self,
+        prompt_ids: list[int],
+        max_tokens: int,
+        sampling: SamplingSettings | None = None,
+        stop_loops: bool = False,
+        n: int = 1,
+    ) -> list[Generation]:
+        """`n` outputs of one engine request (vLLM's `n`: the prompt is read once), in
+        vLLM's order; as `generate` otherwise. The prompt's tokens are counted on the first."""
         from vllm.v1.engine.exceptions import EngineDeadError, EngineGenerateError
 
         request_id = f"{self.name}-{next(_request_ids)}"
@@ -341,7 +359,11 @@ class ModelEngine:
         # detokenizer (Python, on this event loop, for every token of every step) would do
         # work nobody reads; the ids are decoded once, when the segment is done.
         params = sampling_params(
-            sampling or self.settings.sampling, max_tokens, detokenize=False, stop_loops=stop_loops
+            sampling or self.settings.sampling,
+            max_tokens,
+            detokenize=False,
+            stop_loops=stop_loops,
+            n=n,
         )
         final = None
         self.in_flight += 1
@@ -371,15 +393,17 @@ class ModelEngine:
             ) from exc
         finally:
             self.in_flight -= 1
-        if final is None or not final.outputs:
+        if final is None or len(final.outputs) < n:
             raise TolkError(f"the engine for model '{self.name}' returned no output")
-        completion = final.outputs[0]
-        return Generation(
-            text=str(self.tokenizer.decode(list(completion.token_ids), skip_special_tokens=True)),
-            prompt_tokens=len(prompt_ids),
-            completion_tokens=len(completion.token_ids),
-            finish_reason=completion.finish_reason,
-        )
+        return [
+            Generation(
+                text=str(self.tokenizer.decode(list(c.token_ids), skip_special_tokens=True)),
+                prompt_tokens=len(prompt_ids) if i == 0 else 0,
+                completion_tokens=len(c.token_ids),
+                finish_reason=c.finish_reason,
+            )
+            for i, c in enumerate(final.outputs[:n])
+        ]
 
     async def _dying(self) -> bool:
         """Whether a request's failure is the engine dying: when a Worker dies its

@@ -571,21 +571,30 @@ class Translator:
         numbered_from = progress.done
         checks = engine.settings.checks
 
-        async def attempt(index: int, text: str, stop: bool, again: Verdict | None) -> Attempt:
+        async def attempt(
+            index: int, text: str, stop: bool, again: Verdict | None
+        ) -> list[Attempt]:
+            """One try (the first, or the retry after `again`'s problems); a markup retry
+            is `markup_candidates` sampled outputs of one engine request."""
             told = instructions
             if again is not None and checks.retry_instruction:
                 told = firmer(engine, told, text, source, target, again)
             job = self._job(engine, index, text, source, target, glossary.terms(text), told)
+            sampling, n = None, 1
+            if again is not None:
+                sampling = checks.retry_sampling
+                if "placeholders" in again.problems and checks.markup_candidates > 1:
+                    sampling, n = checks.markup_sampling, checks.markup_candidates
             progress.in_flight += 1
             try:
-                generation = await engine.generate(
-                    job.prompt_ids,
-                    job.max_tokens,
-                    checks.retry_sampling if again is not None else None,
-                    stop,
+                generations = await engine.generate_n(
+                    job.prompt_ids, job.max_tokens, sampling, stop, n
                 )
             finally:
                 progress.in_flight -= 1
+            return [judge(text, g, job.source_tokens) for g in generations]
+
+        def judge(text: str, generation: Generation, source_tokens: int) -> Attempt:
             output, cut = self._finish(text, generation, target, engine.settings.placeholders)
             verdict = (
                 self.checks.check(
@@ -600,7 +609,7 @@ class Translator:
                 if checks.enabled
                 else Verdict(("cut_character",) if cut else ())
             )
-            return Attempt(output, verdict, generation, job.source_tokens)
+            return Attempt(output, verdict, generation, source_tokens)
 
         async def one(index: int, text: str) -> Done:
             async with slots:
@@ -608,13 +617,15 @@ class Translator:
                 # A loop is stopped where it shows, not run to the budget (a source that
                 # repeats itself may be translated so: its generations run to the end).
                 stop = checks.enabled and checks.stop_loops and loop_span(text) < LOOP_MIN_CHARS
-                first = await attempt(index, text, stop, None)
+                (first,) = await attempt(index, text, stop, None)
                 chosen, tries = first, [first]
                 if checks.enabled and checks.retry and first.verdict.retryable:
-                    second = await attempt(index, text, stop, first.verdict)
-                    tries.append(second)
-                    if len(second.verdict.problems) < len(first.verdict.problems):
-                        chosen = second
+                    again = await attempt(index, text, stop, first.verdict)
+                    tries += again
+                    # The first candidate with the fewest problems, if it has fewer.
+                    best = min(again, key=lambda a: len(a.verdict.problems))
+                    if len(best.verdict.problems) < len(first.verdict.problems):
+                        chosen = best
                 progress.done += 1
                 finished = Done(
                     text=chosen.output,
