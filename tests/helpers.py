@@ -17,7 +17,7 @@ import psutil
 import yaml
 from prometheus_client.parser import text_string_to_metric_families
 
-from tolk.bench.processes import LocalServer, free_port
+from tolk.local.processes import LocalServer, free_port
 
 REPO = Path(__file__).resolve().parent.parent
 RUNTIME = REPO / ".runtime"

@@ -33,9 +33,8 @@ from prometheus_client import CollectorRegistry, start_http_server
 from tests.helpers import REPO, ServerProcess, metric_samples
 from tests.manifests import Rendered, container, meta_labels, port_named, render
 from tests.test_gpu_metrics import StandInNvml
-from tolk.bench.processes import LocalServer, free_port
-from tolk.bench.proxy import start_proxy, start_standin
-from tolk.fleet import RULES, start_prometheus
+from tolk.local.fleet import RULES, start_prometheus
+from tolk.local.processes import LocalServer, free_port, start_proxy, start_standin
 from tolk.server.gpu import GpuCollector
 
 PROMETHEUS_DIR = REPO / "deploy" / "prometheus"

@@ -100,7 +100,7 @@ def test_what_the_fleet_started_stops_even_if_the_fleet_is_killed(tmp_path: Path
     starter = (
         "import sys, time\n"
         "from pathlib import Path\n"
-        "from tolk.bench.processes import LocalServer, free_port\n"
+        "from tolk.local.processes import LocalServer, free_port\n"
         "port = free_port()\n"
         "command = [sys.executable, '-m', 'http.server', str(port), '--bind', '127.0.0.1']\n"
         "child = LocalServer.start(command, port, Path(sys.argv[1]), ready_path='/',\n"

@@ -16,8 +16,7 @@ import httpx
 import pytest
 
 from tests.helpers import metric_samples, metric_value, wait_until
-from tolk.bench.processes import LocalServer
-from tolk.bench.proxy import start_proxy, start_standin
+from tolk.local.processes import LocalServer, start_proxy, start_standin
 
 INTERVAL, RISE, FALL = 0.3, 2, 2
 OPEN_SECONDS = 1.0

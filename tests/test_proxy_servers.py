@@ -19,8 +19,7 @@ from tests.helpers import (
     still_running,
     wait_until,
 )
-from tolk.bench.processes import LocalServer
-from tolk.bench.proxy import start_proxy
+from tolk.local.processes import LocalServer, start_proxy
 
 pytestmark = pytest.mark.engine
 

@@ -15,8 +15,8 @@ from rich.console import Console
 from rich.table import Table
 
 from tolk.config import ConfigError, load_config, require_model_directories
+from tolk.local import DEMO_CONFIG
 
-DEMO_CONFIG = Path("configs/demo.yaml")
 READY = "fleet ready: Ctrl-C stops everything"
 
 
@@ -46,7 +46,7 @@ def fleet_command(
     """Start a whole deployment on loopback: N servers, the proxy in front of them and (with a
     `prometheus` binary) Prometheus with tolk's alerting rules. Prints the URLs; Ctrl-C stops
     them all."""
-    from tolk.fleet import start_fleet
+    from tolk.local.fleet import start_fleet
 
     try:
         settings = load_config(config)

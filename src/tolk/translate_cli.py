@@ -99,8 +99,8 @@ def _server(url: str | None, config: Path | None, timeout: float) -> Iterator[st
         yield url.rstrip("/")
         return
     assert config is not None
-    from tolk.bench.processes import start_server
     from tolk.config import load_config
+    from tolk.local.processes import start_server
 
     settings = load_config(config)
     server_settings = settings.server.model_copy(

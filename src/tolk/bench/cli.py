@@ -16,6 +16,7 @@ from rich.progress import Progress
 from tolk.bench import report
 from tolk.bench.run import RunPlan, progress_bar, run
 from tolk.bench.workloads import load
+from tolk.local import DEMO_CONFIG
 
 app = typer.Typer(
     help="Load tests, the architecture journey, and overhead checks.", no_args_is_help=True
@@ -33,7 +34,6 @@ WorkloadOption = Annotated[
 ItemsOption = Annotated[int, typer.Option(help="Distinct texts generated.")]
 SeedOption = Annotated[int, typer.Option(help="Seed of the generated workload.")]
 OutOption = Annotated[Path | None, typer.Option(help="Output directory.")]
-DEMO_CONFIG = Path("configs/demo.yaml")
 
 
 def levels(text: str | None, kind: type[float] | type[int]) -> tuple[float, ...]:

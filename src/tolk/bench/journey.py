@@ -22,12 +22,12 @@ from rich.progress import Progress
 from rich.table import Table
 
 from tolk.bench import loadgen
-from tolk.bench.processes import LocalServer, free_port, start_tolk
 from tolk.bench.report import save_figure
 from tolk.bench.run import progress_callback
 from tolk.bench.stats import summarize
 from tolk.bench.workloads import Workload
 from tolk.config import load_config
+from tolk.local.processes import LocalServer, free_port, start_tolk
 
 SCHEMA = "tolk.bench.journey/1"
 

@@ -18,7 +18,6 @@ from rich.progress import Progress
 from rich.table import Table
 
 from tolk.bench import loadgen
-from tolk.bench.processes import start_tolk
 from tolk.bench.report import write_json
 from tolk.bench.run import alternate_rounds, pooled, rounds_report
 from tolk.bench.stats import RequestRecord, summarize
@@ -26,6 +25,7 @@ from tolk.bench.workloads import WorkItem, Workload
 from tolk.config import ModelSettings, load_config
 from tolk.engine import Tokenizer
 from tolk.languages import lang
+from tolk.local.processes import start_tolk
 from tolk.translation.service import EngineJob, plan_job
 
 SCHEMA = "tolk.bench.overhead/1"

@@ -15,64 +15,22 @@ from __future__ import annotations
 
 import asyncio
 import datetime as dt
-import sys
 from pathlib import Path
 from typing import Any
 
-import yaml
 from rich.progress import Progress
 from rich.table import Table
 
 from tolk.bench import loadgen
-from tolk.bench.processes import LocalServer, free_port, start_tolk
 from tolk.bench.report import write_json
 from tolk.bench.run import progress_callback
 from tolk.bench.stats import summarize
 from tolk.bench.workloads import Workload
 from tolk.config import load_config
+from tolk.local.processes import LocalServer, start_proxy, start_standin, start_tolk
 
 SCHEMA = "tolk.bench.proxy/1"
 PATHS = ("direct", "proxy-1", "proxy-2")
-
-
-def start_standin(
-    workdir: Path,
-    name: str,
-    capacity: int,
-    hold: float,
-    languages: str = "en,de,ne",
-    port: int | None = None,
-    max_waiting: int | None = None,
-) -> LocalServer:
-    """A stand-in upstream process (see tolk.proxy.standin), ready when its /ready is 200."""
-    port = port or free_port()
-    command = [
-        sys.executable, "-m", "tolk.proxy.standin", "--port", str(port), "--name", name,
-        "--languages", languages, "--capacity", str(capacity), "--hold", str(hold),
-    ]  # fmt: skip
-    if max_waiting is not None:
-        command += ["--max-waiting", str(max_waiting)]
-    return LocalServer.start(command, port, workdir / f"{name}.log", cwd=workdir)
-
-
-def start_proxy(
-    workdir: Path,
-    name: str,
-    upstreams: list[str],
-    port: int | None = None,
-    stop_with_parent: bool = False,
-    **settings: Any,
-) -> LocalServer:
-    """`tolk proxy` in front of `upstreams` on loopback (`port`, or a free one), ready when
-    its /ready is 200; `settings` are proxy.yaml's."""
-    port = port or free_port()
-    config = {"port": port, "upstreams": upstreams, "log_level": "warning", **settings}
-    path = workdir / f"{name}.yaml"
-    path.write_text(yaml.safe_dump(config))
-    command = [sys.executable, "-m", "tolk", "proxy", "--config", str(path)]
-    return LocalServer.start(
-        command, port, workdir / f"{name}.log", cwd=workdir, stop_with_parent=stop_with_parent
-    )
 
 
 def run_proxy_bench(

@@ -37,11 +37,11 @@ import aiohttp
 from rich.progress import Progress
 
 from tolk.bench import quality_report
-from tolk.bench.processes import LocalServer, free_port, start_server
 from tolk.bench.quality_data import Unit
 from tolk.bench.run import progress_callback
 from tolk.config import EngineSettings, ModelSettings, load_config
 from tolk.languages import lang
+from tolk.local.processes import LocalServer, free_port, start_server
 
 APIS = ("tolk", "deepl", "libretranslate")
 SYSTEM_NAMES = {"tolk": "tolk", "deepl": "tolk-deepl", "libretranslate": "tolk-libretranslate"}

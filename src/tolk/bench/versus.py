@@ -22,12 +22,12 @@ from rich.table import Table
 
 from tolk.bench import loadgen
 from tolk.bench.overhead import prepare
-from tolk.bench.processes import LocalServer, free_port, start_tolk
 from tolk.bench.report import write_json
 from tolk.bench.run import alternate_rounds, pooled, rounds_report
 from tolk.bench.stats import summarize
 from tolk.bench.workloads import WorkItem, Workload
 from tolk.config import ModelSettings, TolkConfig, load_config
+from tolk.local.processes import LocalServer, free_port, start_tolk
 from tolk.translation.service import EngineJob
 
 SCHEMA = "tolk.bench.versus/1"

@@ -56,7 +56,7 @@ _installed = False
 
 def signal_on_parent_death(signum: int = signal.SIGKILL) -> None:
     """In a child (after fork, before or after exec): `signum` when the thread that started
-    it ends. tolk.bench.processes asks for SIGTERM, so what it starts can drain."""
+    it ends. tolk.local.processes asks for SIGTERM, so what it starts can drain."""
     libc = ctypes.CDLL(None, use_errno=True)
     if libc.prctl(PR_SET_PDEATHSIG, signum) != 0:
         os.write(2, b"tolk: prctl(PR_SET_PDEATHSIG) failed\n")

@@ -8,7 +8,6 @@ from typing import Annotated
 import typer
 
 from tolk.bench.cli import (
-    DEMO_CONFIG,
     ConfigOption,
     ItemsOption,
     ModelOption,
@@ -21,6 +20,7 @@ from tolk.bench.cli import (
 )
 from tolk.bench.run import progress_bar
 from tolk.bench.workloads import load
+from tolk.local import DEMO_CONFIG
 from tolk.tune import report
 from tolk.tune.profile import read_profile
 from tolk.tune.rules import Point, Slo, StopRule

@@ -16,11 +16,11 @@ from typing import Any
 from rich.progress import Progress
 
 from tolk.bench import loadgen
-from tolk.bench.processes import start_tolk
 from tolk.bench.run import RunPlan, measure_level
 from tolk.bench.workloads import Workload
 from tolk.config import ModelSettings, TolkConfig, load_config
 from tolk.engine.engine import CPU_DEFAULT_KV_CACHE_BYTES, on_cpu
+from tolk.local.processes import start_tolk
 from tolk.tune.rules import Choice, Point, Slo, StopRule, Waste, choose, waste
 
 SCHEMA = "tolk.tune/1"

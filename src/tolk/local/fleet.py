@@ -13,12 +13,11 @@ from typing import Any
 
 import yaml
 
-from tolk.bench.processes import LocalServer, free_port, start_server
-from tolk.bench.proxy import start_proxy
 from tolk.config import TolkConfig
+from tolk.local.processes import LocalServer, free_port, start_proxy, start_server
 
 # deploy/ sits beside src/ in a checkout; an installed tolk has no rules of its own.
-RULES = Path(__file__).resolve().parents[2] / "deploy" / "prometheus" / "rules.yml"
+RULES = Path(__file__).resolve().parents[3] / "deploy" / "prometheus" / "rules.yml"
 SERVER_JOB = "tolk-server"
 PROXY_JOB = "tolk-proxy"
 

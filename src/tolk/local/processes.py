@@ -1,5 +1,6 @@
-"""Servers the benchmarks start and stop themselves: a subprocess on a loopback port, ready
-when its /ready answers 200, stopped by PID with SIGTERM (SIGKILL for anything left)."""
+"""tolk processes started and stopped here (by `tolk fleet`, `tolk translate --config`, the
+benchmarks and the tests): a subprocess on a loopback port, ready when its /ready answers
+200, stopped by PID with SIGTERM (SIGKILL for anything left)."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import httpx
 import psutil
@@ -143,4 +145,44 @@ def start_server(
         cwd=workdir,
         ready_timeout=ready_timeout,
         stop_with_parent=stop_with_parent,
+    )
+
+
+def start_standin(
+    workdir: Path,
+    name: str,
+    capacity: int,
+    hold: float,
+    languages: str = "en,de,ne",
+    port: int | None = None,
+    max_waiting: int | None = None,
+) -> LocalServer:
+    """A stand-in upstream process (see tolk.proxy.standin), ready when its /ready is 200."""
+    port = port or free_port()
+    command = [
+        sys.executable, "-m", "tolk.proxy.standin", "--port", str(port), "--name", name,
+        "--languages", languages, "--capacity", str(capacity), "--hold", str(hold),
+    ]  # fmt: skip
+    if max_waiting is not None:
+        command += ["--max-waiting", str(max_waiting)]
+    return LocalServer.start(command, port, workdir / f"{name}.log", cwd=workdir)
+
+
+def start_proxy(
+    workdir: Path,
+    name: str,
+    upstreams: list[str],
+    port: int | None = None,
+    stop_with_parent: bool = False,
+    **settings: Any,
+) -> LocalServer:
+    """`tolk proxy` in front of `upstreams` on loopback (`port`, or a free one), ready when
+    its /ready is 200; `settings` are proxy.yaml's."""
+    port = port or free_port()
+    config = {"port": port, "upstreams": upstreams, "log_level": "warning", **settings}
+    path = workdir / f"{name}.yaml"
+    path.write_text(yaml.safe_dump(config))
+    command = [sys.executable, "-m", "tolk", "proxy", "--config", str(path)]
+    return LocalServer.start(
+        command, port, workdir / f"{name}.log", cwd=workdir, stop_with_parent=stop_with_parent
     )
