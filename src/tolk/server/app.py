@@ -129,7 +129,6 @@ def create_app(config: TolkConfig) -> FastAPI:
             glossaries,
             find_glossary=find_glossary,
         )
-        app.state.translator = translator
         app.state.calls = Calls(config, translator, lifecycle, metrics, access)
         supervisor = supervise(pool, config, engine_metrics, lifecycle)
         background = [
@@ -169,7 +168,6 @@ def create_app(config: TolkConfig) -> FastAPI:
         summary="Self-hosted, high-throughput machine translation on vLLM",
         lifespan=lifespan,
     )
-    app.state.config = config
     app.state.metrics = metrics
     app.state.lifecycle = lifecycle
     app.state.documents = documents
