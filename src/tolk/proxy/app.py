@@ -15,7 +15,6 @@ import logging
 import math
 import re
 import time
-import uuid
 from collections import OrderedDict
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
@@ -36,6 +35,7 @@ from tolk.proxy.config import ProxyConfig
 from tolk.proxy.metrics import ProxyMetrics
 from tolk.proxy.upstreams import Upstream, UpstreamPool
 from tolk.wire.asgi import CLIENT_CLOSED, wait_for_disconnect
+from tolk.wire.asgi import request_id as request_id_for
 from tolk.wire.codes import from_libretranslate
 from tolk.wire.endpoints import (
     CORS,
@@ -481,8 +481,7 @@ class RequestId:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
-        given = next((v for k, v in scope["headers"] if k == b"x-request-id"), None)
-        request_id = given.decode("latin-1") if given else uuid.uuid4().hex
+        request_id = request_id_for(scope)
         scope.setdefault("state", {})["request_id"] = request_id
 
         async def send_with_id(message: Message) -> None:

@@ -9,7 +9,6 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-import uuid
 from collections.abc import Callable
 from typing import Any
 
@@ -17,7 +16,8 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from tolk.server.metrics import ServiceMetrics
-from tolk.wire.asgi import CLIENT_CLOSED
+from tolk.wire.asgi import CLIENT_CLOSED, header
+from tolk.wire.asgi import request_id as request_id_for
 from tolk.wire.endpoints import FILE_PATHS
 from tolk.wire.errors import api_of, error_response
 
@@ -35,7 +35,7 @@ class RequestAccounting:
             await self.app(scope, receive, send)
             return
         started = time.perf_counter()
-        request_id = _header(scope, b"x-request-id") or uuid.uuid4().hex
+        request_id = request_id_for(scope)
         state = scope.setdefault("state", {})
         state["request_id"] = request_id
         status = CLIENT_CLOSED
@@ -168,7 +168,7 @@ class BodySizeLimit:
             await self.app(scope, receive, send)
             return
         limit = self.per_path.get(scope.get("path", ""), self.max_bytes)
-        declared = _header(scope, b"content-length")
+        declared = header(scope, b"content-length")
         if declared is not None and declared.isdigit() and int(declared) > limit:
             await self._too_large(scope, limit)(scope, receive, send)
             return
@@ -272,13 +272,6 @@ class RedactQuery(logging.Filter):
         return True
 
 
-def _header(scope: Scope, name: bytes) -> str | None:
-    for key, value in scope.get("headers", []):
-        if key == name:
-            return str(value.decode("latin-1"))
-    return None
-
-
 def refuse_connections_in_json(limit: int) -> None:
     """Past `limit_concurrency` connections uvicorn answers with its own plain-text 503
     before the app sees the request; this makes that answer tolk's JSON error (with the
@@ -292,7 +285,7 @@ def refuse_connections_in_json(limit: int) -> None:
     )
 
     async def refuse(scope: Scope, receive: Receive, send: Send) -> None:
-        request_id = _header(scope, b"x-request-id") or uuid.uuid4().hex
+        request_id = request_id_for(scope)
         refusal = error_response(
             503,
             "overloaded",

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import uuid
+
 from starlette.requests import Request
+from starlette.types import Scope
 
 # nginx's status for a request whose client went away before the answer: what the access
 # log and the metrics record (no client sees it).
@@ -17,3 +20,17 @@ async def wait_for_disconnect(request: Request) -> None:
         message = await request.receive()
         if message["type"] == "http.disconnect":
             return
+
+
+def header(scope: Scope, name: bytes) -> str | None:
+    """A request header's value (`name` lower-case, as ASGI gives them), or None."""
+    for key, value in scope.get("headers", []):
+        if key == name:
+            return str(value.decode("latin-1"))
+    return None
+
+
+def request_id(scope: Scope) -> str:
+    """The client's X-Request-ID, or a new one: what every response of a tolk process carries
+    and its upstreams and logs are given."""
+    return header(scope, b"x-request-id") or uuid.uuid4().hex
