@@ -17,9 +17,9 @@ from tolk.translation.document import Document, for_model, from_model
 from tolk.translation.formats import Format, parse
 from tolk.translation.html_format import escape_text, parse_html
 from tolk.translation.markdown_format import escape_markdown, parse_markdown, structure
+from tolk.translation.plan import DocumentPlan, Done
 from tolk.translation.prompts import keep_outer_whitespace
 from tolk.translation.segment import segment
-from tolk.translation.service import DocumentPlan, Done
 
 DOCUMENTS = Path(__file__).parent / "data" / "documents"
 README = (DOCUMENTS / "readme.md").read_text(encoding="utf-8")

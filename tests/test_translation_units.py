@@ -5,7 +5,8 @@ import asyncio
 import pytest
 
 from tests.helpers import TextMaker
-from tolk.translation.service import output_budget, run_all
+from tolk.translation.jobs import output_budget
+from tolk.translation.service import run_all
 
 
 def test_output_budget_follows_input_length() -> None:
@@ -52,7 +53,7 @@ def test_each_segments_prompt_carries_exactly_its_glossary_terms(texts: TextMake
     from tolk.config import ModelSettings
     from tolk.languages import lang
     from tolk.translation.glossary import Glossary
-    from tolk.translation.service import plan_job
+    from tolk.translation.jobs import plan_job
 
     glossary = Glossary({"batch": "Stapel", "queue": "Warteschlange", "GPU": "Grafikkarte"})
     settings = ModelSettings(name="m", path="x", languages=["en", "de"])
@@ -71,7 +72,7 @@ def test_each_segments_prompt_carries_exactly_its_glossary_terms(texts: TextMake
 
 
 def test_the_deadline_follows_the_rounds_of_segments() -> None:
-    from tolk.translation.service import work_deadline
+    from tolk.translation.policy import work_deadline
 
     assert work_deadline(60, 45, segments=1, window=16) == 105
     assert work_deadline(60, 45, segments=16, window=16) == 105

@@ -157,8 +157,8 @@ def cost(workload: Workload, tokenizer_path: Path | None, rounds: int = 5) -> li
     """Segmenting and reassembling, per 10 KB: parse, plan, render with an echo for the
     model, best of `rounds` (the machine is noisy; the best run is the code's cost)."""
     from tolk.translation.formats import parse
+    from tolk.translation.plan import DocumentPlan, Done
     from tolk.translation.segment import approximate_tokens, segment
-    from tolk.translation.service import DocumentPlan, Done
 
     count = approximate_tokens
     if tokenizer_path is not None:

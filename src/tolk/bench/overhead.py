@@ -26,7 +26,7 @@ from tolk.config import ModelSettings, load_config
 from tolk.engine import Tokenizer
 from tolk.languages import lang
 from tolk.local.processes import start_tolk
-from tolk.translation.service import EngineJob, plan_job
+from tolk.translation.jobs import EngineJob, plan_job
 
 SCHEMA = "tolk.bench.overhead/1"
 

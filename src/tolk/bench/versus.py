@@ -28,7 +28,7 @@ from tolk.bench.stats import summarize
 from tolk.bench.workloads import WorkItem, Workload
 from tolk.config import ModelSettings, TolkConfig, load_config
 from tolk.local.processes import LocalServer, free_port, start_tolk
-from tolk.translation.service import EngineJob
+from tolk.translation.jobs import EngineJob
 
 SCHEMA = "tolk.bench.versus/1"
 PATHS = ("vllm", "tolk")

@@ -17,8 +17,9 @@ from tolk import detect
 from tolk.errors import InvalidRequest, PayloadTooLarge, TolkError
 from tolk.translation.document import Document
 from tolk.translation.formats import Format, Splitter, parse
+from tolk.translation.results import Translation
 from tolk.translation.segment import SplitMode
-from tolk.translation.service import Translation, Translator
+from tolk.translation.service import Translator
 
 Kind = Format | Literal["docx"]
 DOCX = "application/vnd.openxmlformats-officedocument.wordprocessingml.document"

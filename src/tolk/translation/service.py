@@ -16,22 +16,16 @@ Documents go through the model in passes (tolk.translation.plan).
 from __future__ import annotations
 
 import asyncio
-import dataclasses
-import math
 import re
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
-from contextlib import asynccontextmanager
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TypeVar
 
-from tolk.budget import DEFAULT_RATIO
-from tolk.config import ModelSettings, PlaceholderSyntax
+from tolk.config import PlaceholderSyntax
 from tolk.detect import Detection, Detector
-from tolk.engine import Generation, ModelEngine, ModelPool, Tokenizer
+from tolk.engine import Generation, ModelEngine, ModelPool
 from tolk.errors import (
-    DeadlineExceeded,
-    InvalidRequest,
     PayloadTooLarge,
     UnknownGlossary,
 )
@@ -43,7 +37,7 @@ from tolk.translation.checks import (
     loop_span,
     strip_cut_characters,
 )
-from tolk.translation.document import PLACEHOLDER, Document, for_model, from_model
+from tolk.translation.document import PLACEHOLDER, Document, from_model
 from tolk.translation.fidelity import (
     Attempt,
     CheckCounts,
@@ -54,37 +48,20 @@ from tolk.translation.fidelity import (
 from tolk.translation.formats import Format, Splitter, parse
 from tolk.translation.glossary import Glossary, Terms
 from tolk.translation.html_format import DEFAULT_RULES, TagRules
+from tolk.translation.jobs import EngineJob, plan_job
 from tolk.translation.pacing import Pacer
 from tolk.translation.plan import DocumentPlan, Done
+from tolk.translation.policy import Limits, deadline_of, instructions_for, work_deadline
 from tolk.translation.prompts import (
-    FORMAL_REGISTERS,
-    FORMATS,
-    INSTRUCTED,
     NO_INSTRUCTIONS,
-    ChatPrompt,
     Instructions,
-    Prompt,
     clean,
     keep_outer_whitespace,
 )
+from tolk.translation.results import OnSegment, SegmentDone, Translation, Usage, merge
 from tolk.translation.segment import Segmented, SplitMode, segment
 
 T = TypeVar("T")
-
-
-@dataclass(frozen=True)
-class SegmentDone:
-    """A finished segment, and where the request stands (for progress reports)."""
-
-    index: int  # its number in the request (in the order segments were submitted)
-    text: str
-    translation: str
-    done: int  # segments finished so far, this one included
-    planned: int  # segments known so far (units falling back to their runs add more)
-    in_flight: int  # segments of this request in the engine now
-
-
-OnSegment = Callable[[SegmentDone], None]
 
 
 @dataclass
@@ -95,118 +72,6 @@ class _Progress:
 
 
 _LINE_BREAKS = re.compile(r"\s*[\n\r\v\f\x1c-\x1e\x85\u2028\u2029]\s*")
-
-
-@dataclass(frozen=True)
-class Limits:
-    max_request_chars: int
-    max_texts: int
-    max_file_chars: int = 1_000_000
-    segment_seconds: float = 0.0  # added to the deadline per round of segments
-
-
-@dataclass(frozen=True)
-class Usage:
-    prompt_tokens: int
-    completion_tokens: int
-    characters: int
-    segments: int
-
-
-@dataclass(frozen=True)
-class Translation:
-    texts: list[str]
-    source: Lang
-    target: Lang
-    model: str
-    usage: Usage
-    engine_seconds: float  # wall time spent waiting on the engine
-    # (source tokens, output tokens) of each segment: the workload's length profile
-    lengths: list[tuple[int, int]]
-    # Each text's detected source, when the request named none ("auto")
-    detections: tuple[Detection, ...] = ()
-    warnings: tuple[TextWarning, ...] = ()
-    checks: CheckCounts = field(default_factory=CheckCounts)
-
-    def source_of(self, index: int) -> str:
-        """The source tag of text `index`: detected, or the request's."""
-        return self.detections[index].language if self.detections else self.source.tag
-
-
-@dataclass(frozen=True)
-class EngineJob:
-    index: int
-    prompt_ids: list[int]
-    max_tokens: int
-    source_tokens: int
-
-
-@asynccontextmanager
-async def _deadline(seconds: float) -> AsyncIterator[None]:
-    try:
-        async with asyncio.timeout(seconds):
-            yield
-    except TimeoutError as exc:
-        raise DeadlineExceeded(
-            f"the translation did not finish within the {seconds:g} s deadline and was "
-            "stopped; retry later, send shorter texts, or allow a longer deadline",
-            deadline=seconds,
-        ) from exc
-
-
-def work_deadline(base: float, per_round: float, segments: int, window: int) -> float:
-    """A request's deadline: `base`, plus `per_round` seconds for each round of its segments
-    (how many the engine runs at once, `window`), so it follows the amount of work."""
-    return base + per_round * math.ceil(segments / max(1, window))
-
-
-def render(prompt: Prompt, tokenizer: Tokenizer) -> list[int]:
-    """Token ids for a prompt: chat prompts through the model's own chat template."""
-    if isinstance(prompt, ChatPrompt):
-        text = tokenizer.apply_chat_template(
-            prompt.messages, tokenize=False, add_generation_prompt=True
-        )
-        return tokenizer.encode(str(text), add_special_tokens=False)
-    return tokenizer.encode(prompt.text)
-
-
-def plan_job(
-    settings: ModelSettings,
-    tokenizer: Tokenizer,
-    max_model_len: int,
-    index: int,
-    text: str,
-    source: Lang,
-    target: Lang,
-    terms: Terms = (),
-    instructions: Instructions = NO_INSTRUCTIONS,
-    ratio: float | None = None,
-) -> EngineJob:
-    """The engine request tolk makes of one segment: its prompt token ids and output budget
-    (`ratio`: output tokens per source token for this pair, tolk.budget; the configured or
-    default one if None). The benchmarks that feed an engine directly (tolk.bench.overhead,
-    .versus) use it too, so both sides of a comparison get the very same prompts."""
-    prompt = FORMATS[settings.prompt_format](
-        for_model(text.strip(), settings.placeholders), source, target, terms, instructions
-    )
-    prompt_ids = render(prompt, tokenizer)
-    source_tokens = len(tokenizer.encode(text, add_special_tokens=False))
-    budget = output_budget(
-        source_tokens,
-        len(prompt_ids),
-        ratio or settings.max_tokens_ratio or DEFAULT_RATIO,
-        settings.max_tokens_extra,
-        max_model_len,
-    )
-    return EngineJob(index, prompt_ids, budget, source_tokens)
-
-
-def output_budget(
-    source_tokens: int, prompt_tokens: int, ratio: float, extra: int, max_model_len: int
-) -> int:
-    """max_tokens for one text: follows the input length, never past the context."""
-    room = max_model_len - prompt_tokens
-    return max(0, min(math.ceil(source_tokens * ratio) + extra, room))
 
 
 async def run_all(awaitables: Sequence[Awaitable[T]]) -> list[T]:
@@ -226,69 +91,6 @@ async def _as_coroutine(awaitable: Awaitable[T]) -> T:
 def is_auto(source_lang: str | None) -> bool:
     """Whether a request leaves its source language to detection."""
     return source_lang is None or source_lang.strip().lower() in ("", "auto")
-
-
-def _merge(
-    parts: Sequence[Translation],
-    indices: Sequence[Sequence[int]],
-    detections: tuple[Detection, ...],
-) -> Translation:
-    """One Translation of several parts (texts by detected language), texts in request order."""
-    texts: dict[int, str] = {}
-    for part, ix in zip(parts, indices, strict=True):
-        texts |= dict(zip(ix, part.texts, strict=True))
-    first = parts[0]
-    return Translation(
-        texts=[texts[i] for i in range(len(texts))],
-        source=first.source,
-        target=first.target,
-        model=first.model,
-        usage=Usage(
-            prompt_tokens=sum(p.usage.prompt_tokens for p in parts),
-            completion_tokens=sum(p.usage.completion_tokens for p in parts),
-            characters=sum(p.usage.characters for p in parts),
-            segments=sum(p.usage.segments for p in parts),
-        ),
-        engine_seconds=max(p.engine_seconds for p in parts),
-        lengths=[pair for p in parts for pair in p.lengths],
-        detections=detections,
-        warnings=tuple(
-            dataclasses.replace(w, text=ix[w.text])
-            for part, ix in zip(parts, indices, strict=True)
-            for w in part.warnings
-        ),
-        checks=CheckCounts.total([p.checks for p in parts]),
-    )
-
-
-def _instructions(engine: ModelEngine, target: Lang, asked: Instructions) -> Instructions:
-    """What of `asked` goes into this model's prompts: all of it where the prompt format
-    takes instructions; a `prefer_` formality is dropped where it cannot apply, a plain one
-    refused (as DeepL refuses formality for a target without registers)."""
-    if not asked:
-        return asked
-    fmt = engine.settings.prompt_format
-    instructed = fmt in INSTRUCTED
-    if asked.formality and not (instructed and target.code in FORMAL_REGISTERS):
-        if not asked.prefer:
-            why = (
-                f"{target.name} has no formal/informal register tolk can ask for"
-                if instructed
-                else f"model '{engine.name}' ({fmt} prompts) takes no instructions"
-            )
-            raise InvalidRequest(
-                f"formality is not supported here: {why}; use prefer_more/prefer_less to "
-                "ask for it only where it applies",
-                field="formality",
-            )
-        asked = dataclasses.replace(asked, formality=None)
-    if asked.custom and not instructed:
-        raise InvalidRequest(
-            f"custom instructions are not supported by model '{engine.name}' ({fmt} prompts "
-            "take none); send the request without them",
-            field="custom_instructions",
-        )
-    return asked if instructed else NO_INSTRUCTIONS
 
 
 @dataclass(frozen=True)
@@ -352,23 +154,6 @@ class Translator:
         entries |= request.entries
         return Glossary(entries, request.do_not_translate)
 
-    def _check_limits(self, texts: Sequence[str]) -> None:
-        if len(texts) > self.limits.max_texts:
-            raise PayloadTooLarge(
-                f"{len(texts)} texts in one request; at most {self.limits.max_texts} are accepted, "
-                "send the rest in further requests",
-                field="text",
-                limit=self.limits.max_texts,
-            )
-        chars = sum(len(t) for t in texts)
-        if chars > self.limits.max_request_chars:
-            raise PayloadTooLarge(
-                f"{chars} characters of text in one request; at most "
-                f"{self.limits.max_request_chars} are accepted, send the rest in further requests",
-                field="text",
-                limit=self.limits.max_request_chars,
-            )
-
     def _job(
         self,
         engine: ModelEngine,
@@ -420,7 +205,7 @@ class Translator:
         """`source_lang` None or "auto": each text's language is detected; texts in different
         languages are translated as one request per language, side by side (one deadline;
         if one part fails, the others are cancelled)."""
-        self._check_limits(texts)
+        self.limits.check(texts)
 
         async def part(indices: Sequence[int], source: str) -> Translation:
             chosen = [texts[i] for i in indices]
@@ -447,7 +232,7 @@ class Translator:
         for i, detection in enumerate(detections):
             groups.setdefault(detection.language, []).append(i)
         parts = await run_all([part(ix, source) for source, ix in groups.items()])
-        return _merge(parts, list(groups.values()), tuple(detections))
+        return merge(parts, list(groups.values()), tuple(detections))
 
     async def translate_documents(
         self,
@@ -476,7 +261,7 @@ class Translator:
         target = request_lang(target_lang, "target_lang")
         engine = self.pool.route(source.tag, target.tag, model)
         engine.check_alive()
-        told = _instructions(engine, target, instructions or NO_INSTRUCTIONS)
+        told = instructions_for(engine, target, instructions or NO_INSTRUCTIONS)
         cut = self._splitter(engine, split, source)
         resolved = self._glossary(glossary or GlossaryRequest(), source, target)
         await self.pacer.turn()
@@ -488,7 +273,7 @@ class Translator:
             started = time.monotonic()
             slots = asyncio.Semaphore(window)
             seconds = work_deadline(deadline, self.limits.segment_seconds, segments, window)
-            async with _deadline(seconds):
+            async with deadline_of(seconds):
                 progress = _Progress(segments)
                 done: dict[str, Done] = {}
                 pending = plan.first
@@ -666,15 +451,4 @@ class Translator:
         return keep_outer_whitespace(source_text, translation), cut
 
 
-__all__ = [
-    "DocumentPlan",
-    "Done",
-    "GlossaryRequest",
-    "Limits",
-    "NamedGlossary",
-    "SegmentDone",
-    "TextWarning",
-    "Translation",
-    "Translator",
-    "Usage",
-]
+__all__ = ["GlossaryRequest", "NamedGlossary", "Translator", "run_all"]

@@ -93,8 +93,8 @@ def process_queue(
     from tolk.engine.engine import engine_args, on_cpu, sampling_params
     from tolk.engine.vllm_compat import VllmRelease
     from tolk.languages import lang
+    from tolk.translation.jobs import plan_job
     from tolk.translation.prompts import clean
-    from tolk.translation.service import plan_job
 
     args = engine_args(settings, cpu=on_cpu())
     llm: Any = LLM(**VllmRelease.installed().check_engine_args(args, settings.name))

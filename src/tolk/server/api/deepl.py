@@ -36,8 +36,9 @@ from tolk.server.params import Params, read_params
 from tolk.translation.files import file_type
 from tolk.translation.html_format import TagRules
 from tolk.translation.prompts import FORMAL_REGISTERS, INSTRUCTED, Instructions
+from tolk.translation.results import Translation
 from tolk.translation.segment import SplitMode
-from tolk.translation.service import GlossaryRequest, Translation
+from tolk.translation.service import GlossaryRequest
 from tolk.wire import codes
 from tolk.wire.asgi import CLIENT_CLOSED
 

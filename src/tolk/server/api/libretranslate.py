@@ -28,7 +28,8 @@ from tolk.server.calls import Calls, CallsDep, attachment
 from tolk.server.documents import documents_of
 from tolk.server.params import Params, read_params
 from tolk.translation.files import FILE_TYPES, file_type
-from tolk.translation.service import GlossaryRequest, Translation
+from tolk.translation.results import Translation
+from tolk.translation.service import GlossaryRequest
 from tolk.wire import codes
 from tolk.wire.asgi import CLIENT_CLOSED
 

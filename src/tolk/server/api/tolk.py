@@ -40,8 +40,9 @@ from tolk.server.schemas import (
 from tolk.translation import Translation, Translator
 from tolk.translation.files import FILE_TYPES, file_type, translate_file
 from tolk.translation.prompts import Instructions
+from tolk.translation.results import SegmentDone
 from tolk.translation.segment import SplitMode
-from tolk.translation.service import GlossaryRequest, SegmentDone
+from tolk.translation.service import GlossaryRequest
 from tolk.wire.asgi import CLIENT_CLOSED
 from tolk.wire.errors import error_body, error_response, request_id_of
 

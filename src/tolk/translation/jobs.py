@@ -1,0 +1,73 @@
+"""One segment as an engine request: its prompt's token ids and its output budget. The
+benchmarks that feed an engine directly use it too, so both sides of a comparison get the
+very same prompts."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from tolk.budget import DEFAULT_RATIO
+from tolk.config import ModelSettings
+from tolk.engine import Tokenizer
+from tolk.languages import Lang
+from tolk.translation.document import for_model
+from tolk.translation.glossary import Terms
+from tolk.translation.prompts import FORMATS, NO_INSTRUCTIONS, ChatPrompt, Instructions, Prompt
+
+
+@dataclass(frozen=True)
+class EngineJob:
+    index: int
+    prompt_ids: list[int]
+    max_tokens: int
+    source_tokens: int
+
+
+def render(prompt: Prompt, tokenizer: Tokenizer) -> list[int]:
+    """Token ids for a prompt: chat prompts through the model's own chat template."""
+    if isinstance(prompt, ChatPrompt):
+        text = tokenizer.apply_chat_template(
+            prompt.messages, tokenize=False, add_generation_prompt=True
+        )
+        return tokenizer.encode(str(text), add_special_tokens=False)
+    return tokenizer.encode(prompt.text)
+
+
+def plan_job(
+    settings: ModelSettings,
+    tokenizer: Tokenizer,
+    max_model_len: int,
+    index: int,
+    text: str,
+    source: Lang,
+    target: Lang,
+    terms: Terms = (),
+    instructions: Instructions = NO_INSTRUCTIONS,
+    ratio: float | None = None,
+) -> EngineJob:
+    """The engine request tolk makes of one segment: its prompt token ids and output budget
+    (`ratio`: output tokens per source token for this pair, tolk.budget; the configured or
+    default one if None). The benchmarks that feed an engine directly (tolk.bench.overhead,
+    .versus) use it too, so both sides of a comparison get the very same prompts."""
+    prompt = FORMATS[settings.prompt_format](
+        for_model(text.strip(), settings.placeholders), source, target, terms, instructions
+    )
+    prompt_ids = render(prompt, tokenizer)
+    source_tokens = len(tokenizer.encode(text, add_special_tokens=False))
+    budget = output_budget(
+        source_tokens,
+        len(prompt_ids),
+        ratio or settings.max_tokens_ratio or DEFAULT_RATIO,
+        settings.max_tokens_extra,
+        max_model_len,
+    )
+    return EngineJob(index, prompt_ids, budget, source_tokens)
+
+
+def output_budget(
+    source_tokens: int, prompt_tokens: int, ratio: float, extra: int, max_model_len: int
+) -> int:
+    """max_tokens for one text: follows the input length, never past the context."""
+    room = max_model_len - prompt_tokens
+    return max(0, min(math.ceil(source_tokens * ratio) + extra, room))

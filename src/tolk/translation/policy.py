@@ -1,0 +1,91 @@
+"""What a request may ask and how long it may take: the size limits, the deadline that
+follows the amount of work, and which instructions a model's prompts can take."""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import math
+from collections.abc import AsyncIterator, Sequence
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+
+from tolk.engine import ModelEngine
+from tolk.errors import DeadlineExceeded, InvalidRequest, PayloadTooLarge
+from tolk.languages import Lang
+from tolk.translation.prompts import FORMAL_REGISTERS, INSTRUCTED, NO_INSTRUCTIONS, Instructions
+
+
+@dataclass(frozen=True)
+class Limits:
+    max_request_chars: int
+    max_texts: int
+    max_file_chars: int = 1_000_000
+    segment_seconds: float = 0.0  # added to the deadline per round of segments
+
+    def check(self, texts: Sequence[str]) -> None:
+        """Refuse a request of more texts or characters than these limits allow."""
+        if len(texts) > self.max_texts:
+            raise PayloadTooLarge(
+                f"{len(texts)} texts in one request; at most {self.max_texts} are accepted, "
+                "send the rest in further requests",
+                field="text",
+                limit=self.max_texts,
+            )
+        chars = sum(len(t) for t in texts)
+        if chars > self.max_request_chars:
+            raise PayloadTooLarge(
+                f"{chars} characters of text in one request; at most "
+                f"{self.max_request_chars} are accepted, send the rest in further requests",
+                field="text",
+                limit=self.max_request_chars,
+            )
+
+
+@asynccontextmanager
+async def deadline_of(seconds: float) -> AsyncIterator[None]:
+    try:
+        async with asyncio.timeout(seconds):
+            yield
+    except TimeoutError as exc:
+        raise DeadlineExceeded(
+            f"the translation did not finish within the {seconds:g} s deadline and was "
+            "stopped; retry later, send shorter texts, or allow a longer deadline",
+            deadline=seconds,
+        ) from exc
+
+
+def work_deadline(base: float, per_round: float, segments: int, window: int) -> float:
+    """A request's deadline: `base`, plus `per_round` seconds for each round of its segments
+    (how many the engine runs at once, `window`), so it follows the amount of work."""
+    return base + per_round * math.ceil(segments / max(1, window))
+
+
+def instructions_for(engine: ModelEngine, target: Lang, asked: Instructions) -> Instructions:
+    """What of `asked` goes into this model's prompts: all of it where the prompt format
+    takes instructions; a `prefer_` formality is dropped where it cannot apply, a plain one
+    refused (as DeepL refuses formality for a target without registers)."""
+    if not asked:
+        return asked
+    fmt = engine.settings.prompt_format
+    instructed = fmt in INSTRUCTED
+    if asked.formality and not (instructed and target.code in FORMAL_REGISTERS):
+        if not asked.prefer:
+            why = (
+                f"{target.name} has no formal/informal register tolk can ask for"
+                if instructed
+                else f"model '{engine.name}' ({fmt} prompts) takes no instructions"
+            )
+            raise InvalidRequest(
+                f"formality is not supported here: {why}; use prefer_more/prefer_less to "
+                "ask for it only where it applies",
+                field="formality",
+            )
+        asked = dataclasses.replace(asked, formality=None)
+    if asked.custom and not instructed:
+        raise InvalidRequest(
+            f"custom instructions are not supported by model '{engine.name}' ({fmt} prompts "
+            "take none); send the request without them",
+            field="custom_instructions",
+        )
+    return asked if instructed else NO_INSTRUCTIONS
