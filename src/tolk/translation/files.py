@@ -17,6 +17,7 @@ from tolk import detect
 from tolk.errors import InvalidRequest, PayloadTooLarge, TolkError
 from tolk.translation.document import Document
 from tolk.translation.formats import Format, Splitter, parse
+from tolk.translation.request import TranslationRequest
 from tolk.translation.results import Translation
 from tolk.translation.segment import SplitMode
 from tolk.translation.service import Translator
@@ -102,11 +103,7 @@ async def translate_file(
     translation = await translator.translate_documents(
         opened.documents,
         opened.characters,
-        source_lang,
-        target_lang,
-        model,
-        deadline,
-        split,
+        TranslationRequest(target_lang, deadline, source_lang, model, split),
         sample=opened.sample,
     )
     return TranslatedFile(opened.save(translation.texts), kind.media_type, translation)

@@ -16,10 +16,11 @@ Documents go through the model in passes (tolk.translation.plan).
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import re
 import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import TypeVar
 
 from tolk.config import PlaceholderSyntax
@@ -45,9 +46,8 @@ from tolk.translation.fidelity import (
     firmer,
     lost_placeholders,
 )
-from tolk.translation.formats import Format, Splitter, parse
+from tolk.translation.formats import Splitter, parse
 from tolk.translation.glossary import Glossary, Terms
-from tolk.translation.html_format import DEFAULT_RULES, TagRules
 from tolk.translation.jobs import EngineJob, plan_job
 from tolk.translation.pacing import Pacer
 from tolk.translation.plan import DocumentPlan, Done
@@ -58,6 +58,7 @@ from tolk.translation.prompts import (
     clean,
     keep_outer_whitespace,
 )
+from tolk.translation.request import GlossaryRequest, TranslationRequest
 from tolk.translation.results import OnSegment, SegmentDone, Translation, Usage, merge
 from tolk.translation.segment import Segmented, SplitMode, segment
 
@@ -91,16 +92,6 @@ async def _as_coroutine(awaitable: Awaitable[T]) -> T:
 def is_auto(source_lang: str | None) -> bool:
     """Whether a request leaves its source language to detection."""
     return source_lang is None or source_lang.strip().lower() in ("", "auto")
-
-
-@dataclass(frozen=True)
-class GlossaryRequest:
-    """A request's glossary: its own entries, the ids of configured (or API-made)
-    glossaries whose entries it uses, and terms that must come back untranslated."""
-
-    entries: Mapping[str, str] = field(default_factory=dict)
-    ids: Sequence[str] = ()
-    do_not_translate: Sequence[str] = ()
 
 
 @dataclass(frozen=True)
@@ -191,40 +182,27 @@ class Translator:
     async def translate(
         self,
         texts: Sequence[str],
-        source_lang: str | None,
-        target_lang: str,
-        model: str | None,
-        deadline: float,
-        split: SplitMode = "sentences",
-        fmt: Format = "text",
+        request: TranslationRequest,
         on_segment: OnSegment | None = None,
-        glossary: GlossaryRequest | None = None,
-        instructions: Instructions | None = None,
-        rules: TagRules = DEFAULT_RULES,
     ) -> Translation:
-        """`source_lang` None or "auto": each text's language is detected; texts in different
-        languages are translated as one request per language, side by side (one deadline;
-        if one part fails, the others are cancelled)."""
+        """Without a source language each text's is detected; texts in different languages
+        are translated as one request per language, side by side (one deadline; if one part
+        fails, the others are cancelled)."""
         self.limits.check(texts)
+        fmt, rules = request.format, request.rules
 
         async def part(indices: Sequence[int], source: str) -> Translation:
             chosen = [texts[i] for i in indices]
             return await self.translate_documents(
                 lambda cut: [parse(fmt, t, cut, rules) for t in chosen],
                 sum(len(t) for t in chosen),
-                source,
-                target_lang,
-                model,
-                deadline,
-                split,
+                dataclasses.replace(request, source_lang=source),
                 on_segment=on_segment,
-                glossary=glossary,
-                instructions=instructions,
             )
 
-        if not is_auto(source_lang):
-            assert source_lang is not None
-            return await part(range(len(texts)), source_lang)
+        if not is_auto(request.source_lang):
+            assert request.source_lang is not None
+            return await part(range(len(texts)), request.source_lang)
         if not texts:
             return await part([], self.detector.fallback)
         detections = self.detect(texts)
@@ -238,32 +216,27 @@ class Translator:
         self,
         documents: Callable[[Splitter], Sequence[Document]],
         characters: int,
-        source_lang: str | None,
-        target_lang: str,
-        model: str | None,
-        deadline: float,
-        split: SplitMode = "sentences",
+        request: TranslationRequest,
         *,
         on_segment: OnSegment | None = None,
-        glossary: GlossaryRequest | None = None,
-        instructions: Instructions | None = None,
         sample: str = "",
     ) -> Translation:
         """The one path every request takes (texts, markup, files): `documents(cut)` makes
         the documents once the model (and so its tokenizer) is known. Without a source
         language, it is detected from `sample` (a file's text)."""
+        source_lang, model, split = request.source_lang, request.model, request.split
         detections: tuple[Detection, ...] = ()
         if is_auto(source_lang):
             detections = (self.detector.detect(sample),)
             source_lang = detections[0].language
         assert source_lang is not None
         source = request_lang(source_lang, "source_lang")
-        target = request_lang(target_lang, "target_lang")
+        target = request_lang(request.target_lang, "target_lang")
         engine = self.pool.route(source.tag, target.tag, model)
         engine.check_alive()
-        told = instructions_for(engine, target, instructions or NO_INSTRUCTIONS)
+        told = instructions_for(engine, target, request.instructions)
         cut = self._splitter(engine, split, source)
-        resolved = self._glossary(glossary or GlossaryRequest(), source, target)
+        resolved = self._glossary(request.glossary, source, target)
         await self.pacer.turn()
         docs = [resolved.protect(d) for d in documents(cut)]
         plan = DocumentPlan(docs, cut, self._fits(engine))
@@ -272,7 +245,7 @@ class Translator:
         with engine.admit(segments) as window:
             started = time.monotonic()
             slots = asyncio.Semaphore(window)
-            seconds = work_deadline(deadline, self.limits.segment_seconds, segments, window)
+            seconds = work_deadline(request.deadline, self.limits.segment_seconds, segments, window)
             async with deadline_of(seconds):
                 progress = _Progress(segments)
                 done: dict[str, Done] = {}
@@ -451,4 +424,4 @@ class Translator:
         return keep_outer_whitespace(source_text, translation), cut
 
 
-__all__ = ["GlossaryRequest", "NamedGlossary", "Translator", "run_all"]
+__all__ = ["GlossaryRequest", "NamedGlossary", "TranslationRequest", "Translator", "run_all"]

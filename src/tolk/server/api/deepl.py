@@ -36,9 +36,9 @@ from tolk.server.params import Params, read_params
 from tolk.translation.files import file_type
 from tolk.translation.html_format import TagRules
 from tolk.translation.prompts import FORMAL_REGISTERS, INSTRUCTED, Instructions
+from tolk.translation.request import GlossaryRequest, TranslationRequest
 from tolk.translation.results import Translation
 from tolk.translation.segment import SplitMode
-from tolk.translation.service import GlossaryRequest
 from tolk.wire import codes
 from tolk.wire.asgi import CLIENT_CLOSED
 
@@ -151,15 +151,17 @@ async def translate(request: Request, calls: CallsDep) -> Response:
         sum(len(t) for t in texts),
         lambda: calls.translator.translate(
             texts,
-            source.tag if source else None,
-            target.tag,
-            model,
-            deadline,
-            split,
-            "html" if tag_handling else "text",
-            glossary=glossary,
-            instructions=instructions,
-            rules=rules,
+            TranslationRequest(
+                target.tag,
+                deadline,
+                source.tag if source else None,
+                model,
+                split,
+                "html" if tag_handling else "text",
+                glossary,
+                instructions,
+                rules,
+            ),
         ),
     )
     if result is None:

@@ -28,8 +28,8 @@ from tolk.server.calls import Calls, CallsDep, attachment
 from tolk.server.documents import documents_of
 from tolk.server.params import Params, read_params
 from tolk.translation.files import FILE_TYPES, file_type
+from tolk.translation.request import GlossaryRequest, TranslationRequest
 from tolk.translation.results import Translation
-from tolk.translation.service import GlossaryRequest
 from tolk.wire import codes
 from tolk.wire.asgi import CLIENT_CLOSED
 
@@ -124,12 +124,13 @@ async def translate(request: Request, calls: CallsDep) -> Response:
         try:
             return await calls.translator.translate(
                 texts,
-                source.tag if source else None,
-                target.tag,
-                None,
-                deadline,
-                fmt="html" if fmt == "html" else "text",
-                glossary=GlossaryRequest(do_not_translate=placeables),
+                TranslationRequest(
+                    target.tag,
+                    deadline,
+                    source.tag if source else None,
+                    format="html" if fmt == "html" else "text",
+                    glossary=GlossaryRequest(do_not_translate=placeables),
+                ),
             )
         except UnsupportedLanguagePair as exc:
             to = f"{target.name} ({codes.libretranslate_code(target.tag)})"

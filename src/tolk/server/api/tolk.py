@@ -40,9 +40,9 @@ from tolk.server.schemas import (
 from tolk.translation import Translation, Translator
 from tolk.translation.files import FILE_TYPES, file_type, translate_file
 from tolk.translation.prompts import Instructions
+from tolk.translation.request import GlossaryRequest, TranslationRequest
 from tolk.translation.results import SegmentDone
 from tolk.translation.segment import SplitMode
-from tolk.translation.service import GlossaryRequest
 from tolk.wire.asgi import CLIENT_CLOSED
 from tolk.wire.errors import error_body, error_response, request_id_of
 
@@ -122,22 +122,21 @@ def _work(
     on_segment: Callable[[SegmentDone], None] | None = None,
 ) -> Coroutine[Any, Any, Translation]:
     """The translation a /translate body asks for, not yet started."""
-    return translator.translate(
-        texts,
-        body.source_lang,
+    request = TranslationRequest(
         body.target_lang,
-        body.model,
         deadline,
+        body.source_lang,
+        body.model,
         body.split,
         body.format,
-        on_segment=on_segment,
-        glossary=GlossaryRequest(
+        GlossaryRequest(
             body.glossary or {},
             [body.glossary_id] if body.glossary_id is not None else [],
             body.do_not_translate or (),
         ),
-        instructions=Instructions.of(body.formality, body.context, body.instructions or ()),
+        Instructions.of(body.formality, body.context, body.instructions or ()),
     )
+    return translator.translate(texts, request, on_segment)
 
 
 def _detected(detection: Detection) -> Detected:

@@ -1,0 +1,40 @@
+"""What a translation asks for, whatever API it came through: one frozen value the APIs
+build and the service reads (tolk.translation.service.Translator)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+
+from tolk.translation.formats import Format
+from tolk.translation.html_format import DEFAULT_RULES, TagRules
+from tolk.translation.prompts import NO_INSTRUCTIONS, Instructions
+from tolk.translation.segment import SplitMode
+
+
+@dataclass(frozen=True)
+class GlossaryRequest:
+    """A request's glossary: its own entries, the ids of configured (or API-made)
+    glossaries whose entries it uses, and terms that must come back untranslated."""
+
+    entries: Mapping[str, str] = field(default_factory=dict)
+    ids: Sequence[str] = ()
+    do_not_translate: Sequence[str] = ()
+
+
+@dataclass(frozen=True)
+class TranslationRequest:
+    """Everything about a translation but its texts (or files). `source_lang` None or
+    "auto": detected; `deadline`: seconds, before the per-round allowance
+    (tolk.translation.policy.work_deadline); `format` and `rules`: how texts are parsed (a
+    file's format comes from the file)."""
+
+    target_lang: str
+    deadline: float
+    source_lang: str | None = None
+    model: str | None = None
+    split: SplitMode = "sentences"
+    format: Format = "text"
+    glossary: GlossaryRequest = field(default_factory=GlossaryRequest)
+    instructions: Instructions = NO_INSTRUCTIONS
+    rules: TagRules = DEFAULT_RULES
