@@ -1,4 +1,5 @@
-"""The one error shape: `{"error": {"code", "message", "request_id", ...details}}`.
+"""One error shape per API: tolk's `{"error": {"code", "message", "request_id", ...details}}`,
+DeepL's and LibreTranslate's as their clients parse them (SHAPES).
 
 Every failure a client can see goes through `error_response`: tolk's own errors, request
 validation, unknown routes and methods, and anything unexpected (logged, answered with 500).
@@ -9,7 +10,7 @@ from __future__ import annotations
 import logging
 import math
 from collections.abc import Sequence
-from typing import Any, Literal
+from typing import Any, ClassVar, Literal
 
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
@@ -32,27 +33,93 @@ _HTTP_CODES = {
 Api = Literal["tolk", "deepl", "libretranslate"]
 ERROR_CODE_HEADER = "X-Tolk-Error-Code"
 
-# The drop-in APIs answer errors as their clients expect: DeepL `{"message"}` with its
-# statuses (456 for a spent quota; 429, which its clients retry, for overload), and
-# LibreTranslate `{"error": "..."}` with 400/403/429 (its clients read 403 as "quota").
-_DEEPL_STATUS = {
-    "invalid_request": 400,
-    "unsupported_file_type": 400,
-    "key_required": 403,
-    "invalid_key": 403,
-    "overloaded": 429,
-    "rate_limited": 429,
-    "quota_exceeded": 456,
-}
-_LIBRETRANSLATE_STATUS = {
-    "invalid_request": 400,
-    "payload_too_large": 400,
-    "unsupported_file_type": 400,
-    "key_required": 400,
-    "invalid_key": 403,
-    "quota_exceeded": 403,
-    "overloaded": 429,
-    "rate_limited": 429,
+
+class ErrorShape:
+    """tolk's own error shape: `{"error": {"code", "message", "request_id", ...details}}`
+    with tolk's status. Each drop-in API has its own (below), as its clients parse it."""
+
+    def status(self, code: str, status: int) -> int:
+        return status
+
+    def body(
+        self,
+        status: int,
+        code: str,
+        message: str,
+        request_id: str | None,
+        details: dict[str, Any],
+    ) -> dict[str, Any]:
+        body: dict[str, Any] = {"code": code, "message": message, **details}
+        if request_id:
+            body["request_id"] = request_id
+        return {"error": body}
+
+
+class _Mapped(ErrorShape):
+    """A drop-in API's statuses: its own for the codes its clients act on, 400 for invalid
+    requests (tolk's 422), tolk's otherwise."""
+
+    statuses: ClassVar[dict[str, int]] = {}
+
+    def status(self, code: str, status: int) -> int:
+        return self.statuses.get(code, 400 if status == 422 else status)
+
+
+class DeepLShape(_Mapped):
+    """DeepL's `{"message"}` (with tolk's code beside it); 456 for a spent quota, and 429,
+    which its clients retry with backoff, for overload."""
+
+    statuses: ClassVar[dict[str, int]] = {
+        "invalid_request": 400,
+        "unsupported_file_type": 400,
+        "key_required": 403,
+        "invalid_key": 403,
+        "overloaded": 429,
+        "rate_limited": 429,
+        "quota_exceeded": 456,
+    }
+
+    def body(
+        self,
+        status: int,
+        code: str,
+        message: str,
+        request_id: str | None,
+        details: dict[str, Any],
+    ) -> dict[str, Any]:
+        return {"message": message, "code": code}
+
+
+class LibreTranslateShape(_Mapped):
+    """LibreTranslate's `{"error": "..."}` with 400/403/429 (its clients read 403 as
+    "quota", and a 429's message starts "Slowdown:" as LibreTranslate's own does)."""
+
+    statuses: ClassVar[dict[str, int]] = {
+        "invalid_request": 400,
+        "payload_too_large": 400,
+        "unsupported_file_type": 400,
+        "key_required": 400,
+        "invalid_key": 403,
+        "quota_exceeded": 403,
+        "overloaded": 429,
+        "rate_limited": 429,
+    }
+
+    def body(
+        self,
+        status: int,
+        code: str,
+        message: str,
+        request_id: str | None,
+        details: dict[str, Any],
+    ) -> dict[str, Any]:
+        return {"error": f"Slowdown: {message}" if status == 429 else message}
+
+
+SHAPES: dict[Api, ErrorShape] = {
+    "tolk": ErrorShape(),
+    "deepl": DeepLShape(),
+    "libretranslate": LibreTranslateShape(),
 }
 
 
@@ -74,24 +141,18 @@ def error_response(
     api: Api = "tolk",
     **details: Any,
 ) -> JSONResponse:
-    # The code in a header too: the proxy reads it whatever shape the body has.
+    """An error in `api`'s shape (SHAPES), its code also in a header: the proxy reads it
+    whatever shape the body has."""
     all_headers = {ERROR_CODE_HEADER: code, **(headers or {})}
     if retry_after is not None:
         all_headers["Retry-After"] = str(max(1, math.ceil(retry_after)))
-    if api == "deepl":
-        status = _DEEPL_STATUS.get(code, 400 if status == 422 else status)
-        return JSONResponse(
-            {"message": message, "code": code}, status_code=status, headers=all_headers
-        )
-    if api == "libretranslate":
-        status = _LIBRETRANSLATE_STATUS.get(code, 400 if status == 422 else status)
-        if status == 429:
-            message = f"Slowdown: {message}"
-        return JSONResponse({"error": message}, status_code=status, headers=all_headers)
-    body: dict[str, Any] = {"code": code, "message": message, **details}
-    if request_id:
-        body["request_id"] = request_id
-    return JSONResponse({"error": body}, status_code=status, headers=all_headers)
+    shape = SHAPES[api]
+    status = shape.status(code, status)
+    return JSONResponse(
+        shape.body(status, code, message, request_id, details),
+        status_code=status,
+        headers=all_headers,
+    )
 
 
 def error_body(exc: TolkError, request_id: str | None) -> dict[str, Any]:
