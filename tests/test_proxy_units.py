@@ -10,9 +10,10 @@ import aiohttp
 import pytest
 
 from tolk.config import ConfigError
-from tolk.proxy.app import Attempt, Forwarder, Route, route_of
 from tolk.proxy.config import BreakerSettings, HealthSettings, ProxyConfig, load_proxy_config
+from tolk.proxy.forward import Attempt, Forwarder
 from tolk.proxy.metrics import ProxyMetrics
+from tolk.proxy.routing import Route, route_of
 from tolk.proxy.upstreams import (
     Circuit,
     CircuitBreaker,
