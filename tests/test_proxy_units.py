@@ -14,15 +14,8 @@ from tolk.proxy.config import BreakerSettings, HealthSettings, ProxyConfig, load
 from tolk.proxy.forward import Attempt, Forwarder
 from tolk.proxy.metrics import ProxyMetrics
 from tolk.proxy.routing import Route, route_of
-from tolk.proxy.upstreams import (
-    Circuit,
-    CircuitBreaker,
-    ModelInfo,
-    Upstream,
-    UpstreamPool,
-    address_url,
-    resolve,
-)
+from tolk.proxy.upstream import Circuit, CircuitBreaker, ModelInfo, Upstream
+from tolk.proxy.upstreams import UpstreamPool, address_url, resolve
 
 
 class Clock:

@@ -29,7 +29,8 @@ from tolk.proxy.routing import (
     multipart_fields,
     route_of,
 )
-from tolk.proxy.upstreams import Upstream, UpstreamPool
+from tolk.proxy.upstream import Upstream
+from tolk.proxy.upstreams import UpstreamPool
 from tolk.wire.asgi import CLIENT_CLOSED, wait_for_disconnect
 from tolk.wire.endpoints import (
     CORS,

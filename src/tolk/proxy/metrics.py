@@ -8,7 +8,8 @@ from collections.abc import Iterator
 from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
 from prometheus_client.metrics_core import GaugeMetricFamily, Metric
 
-from tolk.proxy.upstreams import Circuit, Upstream, UpstreamPool
+from tolk.proxy.upstream import Circuit, Upstream
+from tolk.proxy.upstreams import UpstreamPool
 from tolk.wire.prometheus import LATENCY_BUCKETS, OVERHEAD_BUCKETS
 
 CIRCUIT_VALUES = {Circuit.CLOSED: 0, Circuit.HALF_OPEN: 1, Circuit.OPEN: 2}

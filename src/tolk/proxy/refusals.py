@@ -9,7 +9,8 @@ from fastapi import Response
 
 from tolk.proxy.config import ProxyConfig
 from tolk.proxy.routing import Route
-from tolk.proxy.upstreams import Upstream, UpstreamPool
+from tolk.proxy.upstream import Upstream
+from tolk.proxy.upstreams import UpstreamPool
 from tolk.wire.errors import Api, error_response
 
 if TYPE_CHECKING:  # forward imports this module
