@@ -350,6 +350,18 @@ def test_compare_finds_a_real_difference_and_not_a_null_one() -> None:
     assert "## Markup" not in quality_report.compare_markdown(comparison)
 
 
+def test_compare_judges_both_runs_by_todays_checks() -> None:
+    """A run's file keeps the problems found when it was made; a check added since (here:
+    the problems wiped, as a run from before the check would have them) counts in both."""
+    old = results_of([record(SOURCE)])  # an echo of the source
+    assert old["records"][0]["problems"]
+    old["records"][0]["problems"] = []
+    new = results_of([record(SOURCE)])
+    (row,) = quality_report.compare(old, new, n_bootstrap=50)["rows"]
+    assert row["failures"]["echo"]["a"] == 1.0
+    assert row["failures"]["echo"]["b"] == 1.0
+
+
 def test_compare_pairs_markup_units_too() -> None:
     """Two runs of the same markup units, B keeping the placeholders where A fell back."""
     units = [

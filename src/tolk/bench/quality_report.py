@@ -455,6 +455,11 @@ def paired_rate(a: Sequence[bool], b: Sequence[bool], n_bootstrap: int) -> dict[
 def compare(a: dict[str, Any], b: dict[str, Any], n_bootstrap: int = N_BOOTSTRAP) -> dict[str, Any]:
     """Per pair and system in both runs, over the sentences both translated: B minus A in
     chrF++ and BLEU (sacrebleu's paired bootstrap test) and in each failure rate."""
+    # Both judged again by tolk's checks as they are now, so that a check added since a run
+    # counts in both (a run's file keeps the problems found when it was made).
+    for run in (a, b):
+        records = run["records"]
+        judge(records, sorted({r[k] for r in records for k in ("source_lang", "target_lang")}))
     runs_a, runs_b = _by_key(a), _by_key(b)
     rows_out = []
     for key in (k for k in runs_a if k in runs_b):
@@ -569,7 +574,8 @@ COMPARE_MARKUP_NOTE = (
 )
 
 COMPARE_NOTE = (
-    "B minus A over the sentences both runs translated; * significant at p < 0.05 (scores: "
+    "B minus A over the sentences both runs translated, both judged by tolk's checks as they "
+    "are now; * significant at p < 0.05 (scores: "
     "sacrebleu's paired bootstrap test; failure rates in percentage points: paired bootstrap "
     "over the same sentences)."
 )
