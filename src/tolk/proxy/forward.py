@@ -24,10 +24,10 @@ from tolk.proxy.routing import (
     STICKY,
     TRANSLATE,
     Target,
-    _route,
     hold_sticky,
     multipart_fields,
     route_of,
+    route_of_fields,
 )
 from tolk.proxy.upstream import Upstream
 from tolk.proxy.upstreams import UpstreamPool
@@ -274,7 +274,7 @@ async def forward(
     if path == "/translate" and request.method == "POST" and api == "tolk":
         route = route_of(body)  # the hot path: tolk's JSON
     elif media == "multipart/form-data":
-        route = _route(
+        route = route_of_fields(
             {k: v for k, v in parse_qs(query).items()} | await multipart_fields(body, content_type)
         )
     else:

@@ -64,10 +64,11 @@ def route_of(body: bytes, media: str = "application/json", query: str = "") -> R
     three APIs (tolk and DeepL: source_lang/target_lang; LibreTranslate: source/target);
     None when it is not a well-formed request (an upstream will say what is wrong)."""
     data = _fields(body, media, query)
-    return None if data is None else _route(data)
+    return None if data is None else route_of_fields(data)
 
 
-def _route(data: dict[str, Any]) -> Route | None:
+def route_of_fields(data: dict[str, Any]) -> Route | None:
+    """The pair and model of a request's parameters, read by any of the three APIs' names."""
     source = data.get("source_lang", data.get("source"))
     target = data.get("target_lang", data.get("target"))
     model = data.get("model")
