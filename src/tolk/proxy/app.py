@@ -27,10 +27,10 @@ from tolk.languages import lang
 from tolk.proxy.config import ProxyConfig
 from tolk.proxy.forward import Forwarder, forward
 from tolk.proxy.metrics import ProxyMetrics
-from tolk.proxy.routing import served_by_upstreams
 from tolk.proxy.upstream import Upstream
 from tolk.proxy.upstreams import UpstreamPool
 from tolk.wire.asgi import request_id as request_id_for
+from tolk.wire.endpoints import served_by_upstreams
 from tolk.wire.errors import error_response, install_error_handlers
 
 log = logging.getLogger("tolk.proxy")

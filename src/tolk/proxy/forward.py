@@ -21,7 +21,6 @@ from tolk.proxy.config import ProxyConfig
 from tolk.proxy.metrics import ProxyMetrics
 from tolk.proxy.refusals import failed, none_healthy, overloaded, too_large, unserved
 from tolk.proxy.routing import (
-    STICKY,
     TRANSLATE,
     Target,
     hold_sticky,
@@ -35,6 +34,7 @@ from tolk.wire.asgi import CLIENT_CLOSED, wait_for_disconnect
 from tolk.wire.endpoints import (
     CORS,
     FILE_PATHS,
+    STICKY,
     api_of_path,
     is_libretranslate,
 )

@@ -5,7 +5,6 @@ upstreams serve, and the documents that must be fetched where they were made (st
 from __future__ import annotations
 
 import json
-import re
 from collections import OrderedDict
 from dataclasses import dataclass
 from typing import Any
@@ -17,11 +16,6 @@ from starlette.types import Message
 from tolk.errors import InvalidLanguage
 from tolk.languages import request_lang
 from tolk.wire.codes import from_libretranslate
-from tolk.wire.endpoints import (
-    LIBRETRANSLATE_PATHS,
-    LIBRETRANSLATE_PREFIX,
-    SHARED_PATHS,
-)
 
 
 @dataclass(frozen=True)
@@ -86,18 +80,6 @@ def route_of_fields(data: dict[str, Any]) -> Route | None:
     return Route(s, t, model if isinstance(model, str) else None)
 
 
-UPSTREAM_PATHS = frozenset(
-    {"/", "/detect", "/translate/file", *SHARED_PATHS, *LIBRETRANSLATE_PATHS}
-)
-UPSTREAM_PREFIXES = ("/v2/", "/download_file/", "/static/", LIBRETRANSLATE_PREFIX + "/")
-
-
-def served_by_upstreams(path: str) -> bool:
-    """Paths the servers answer and the proxy forwards (anything else is the proxy's 404)."""
-    return path in UPSTREAM_PATHS or path.startswith(UPSTREAM_PREFIXES)
-
-
-STICKY = re.compile(r"^/(?:v2/document/|download_file/)([0-9A-Fa-f]+)")
 MAX_STICKY = 10_000
 
 

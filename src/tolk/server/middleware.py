@@ -18,7 +18,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from tolk.server.metrics import ServiceMetrics
 from tolk.wire.asgi import CLIENT_CLOSED, header
 from tolk.wire.asgi import request_id as request_id_for
-from tolk.wire.endpoints import FILE_PATHS
+from tolk.wire.endpoints import TRANSLATING_PATHS
 from tolk.wire.errors import api_of, error_response
 
 
@@ -73,9 +73,6 @@ class RequestAccounting:
 
 
 # The requests that translate (each API's), which a server at capacity refuses on sight.
-TRANSLATING_PATHS = FILE_PATHS | {"/translate", "/v2/translate", "/libretranslate/translate"}
-
-
 class Shedding:
     """The cheapest refusal: while the server holds as many requests as it admits
     (ModelPool.shed's count), a new translation request is answered 503 `overloaded` here,

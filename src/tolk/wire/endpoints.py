@@ -15,6 +15,7 @@ Pure ASGI, like the other middleware: bodies stream through, disconnects reach h
 from __future__ import annotations
 
 import json
+import re
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
@@ -28,6 +29,23 @@ SHARED_PATHS = frozenset({"/translate", "/detect"})
 # as max_file_bytes (server and proxy alike).
 FILE_PATHS = frozenset({"/translate/file", "/v2/document", "/translate_file"})
 LIBRETRANSLATE_PREFIX = "/libretranslate"
+# Translation requests: refused first when the server is full (server.middleware.Shedding).
+TRANSLATING_PATHS = FILE_PATHS | {"/translate", "/v2/translate", "/libretranslate/translate"}
+# What the servers answer and a proxy forwards (anything else is the proxy's own or its 404).
+UPSTREAM_PATHS = frozenset(
+    {"/", "/detect", "/translate/file", *SHARED_PATHS, *LIBRETRANSLATE_PATHS}
+)
+UPSTREAM_PREFIXES = ("/v2/", "/download_file/", "/static/", LIBRETRANSLATE_PREFIX + "/")
+# A document made by one server and fetched later (DeepL's jobs, LibreTranslate's files): the
+# group is its id, which a proxy keeps on the server that made it.
+STICKY = re.compile(r"^/(?:v2/document/|download_file/)([0-9A-Fa-f]+)")
+
+
+def served_by_upstreams(path: str) -> bool:
+    """Paths the servers answer and a proxy forwards."""
+    return path in UPSTREAM_PATHS or path.startswith(UPSTREAM_PREFIXES)
+
+
 FORMS = (b"application/x-www-form-urlencoded", b"multipart/form-data")
 
 # LibreTranslate's after_request headers, on every one of its responses.
