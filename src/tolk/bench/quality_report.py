@@ -284,14 +284,34 @@ def _notes(results: dict[str, Any]) -> list[str]:
     return notes + [f"warning: {w}" for w in results.get("warnings", [])]
 
 
-def table(results: dict[str, Any]) -> Table:
-    out = Table(title=f"tolk bench quality: {results['sentences_per_pair']} sentences a pair")
-    for column in COLUMNS:
-        out.add_column(column, justify="left" if column in ("pair", "system") else "right")
-    for row in rows(results):
+_TEXT_COLUMNS = ("format", "pair", "system")
+
+
+def _table(title: str, columns: Sequence[str], rows: list[list[str]], caption: str) -> Table:
+    """A report table for the terminal: text columns left, figures right."""
+    out = Table(title=title, caption=caption)
+    for column in columns:
+        out.add_column(column, justify="left" if column in _TEXT_COLUMNS else "right")
+    for row in rows:
         out.add_row(*row)
-    out.caption = "\n".join(_extra_rows(results) + _notes(results))
     return out
+
+
+def _markdown_table(columns: Sequence[str], rows: list[list[str]]) -> list[str]:
+    return [
+        "| " + " | ".join(columns) + " |",
+        "|" + "---|" * len(columns),
+        *("| " + " | ".join(row) + " |" for row in rows),
+    ]
+
+
+def table(results: dict[str, Any]) -> Table:
+    return _table(
+        f"tolk bench quality: {results['sentences_per_pair']} sentences a pair",
+        COLUMNS,
+        rows(results),
+        "\n".join(_extra_rows(results) + _notes(results)),
+    )
 
 
 def markdown(results: dict[str, Any]) -> str:
@@ -308,9 +328,7 @@ def markdown(results: dict[str, Any]) -> str:
         f"- data: {results['data']}, lines {results['offset'] + 1}-"
         f"{results['offset'] + results['sentences_per_pair']}",
         "",
-        "| " + " | ".join(COLUMNS) + " |",
-        "|" + "---|" * len(COLUMNS),
-        *("| " + " | ".join(row) + " |" for row in rows(results)),
+        *_markdown_table(COLUMNS, rows(results)),
         "",
         *(f"- {line}" for line in _extra_rows(results) + _notes(results)),
         "",
@@ -378,17 +396,13 @@ def write(results: dict[str, Any], out_dir: Path) -> list[Path]:
 
 def _by_key(
     results: dict[str, Any], kinds: Sequence[str] = ("sentence",)
-) -> dict[tuple[str, ...], dict[tuple[int, str], Any]]:
-    """Each run's records of `kinds` by pair and system (and kind, for markup), then by
-    unit; the unit's source is part of its key, so only the same text is paired."""
-    out: dict[tuple[str, ...], dict[tuple[int, str], Any]] = {}
+) -> dict[tuple[str, str, str], dict[tuple[int, str], Any]]:
+    """Each run's records of `kinds` by pair, system and kind, then by unit; the unit's
+    source is part of its key, so only the same text is paired."""
+    out: dict[tuple[str, str, str], dict[tuple[int, str], Any]] = {}
     for r in results["records"]:
         if r["kind"] in kinds:
-            key = (
-                (r["pair"], r["system"])
-                if kinds == ("sentence",)
-                else (r["pair"], r["system"], r["kind"])
-            )
+            key = (r["pair"], r["system"], r["kind"])
             out.setdefault(key, {})[(r["index"], r["source"])] = r
     return out
 
@@ -497,7 +511,7 @@ def compare(a: dict[str, Any], b: dict[str, Any], n_bootstrap: int = N_BOOTSTRAP
                 [_has(r, problem) for r in ra], [_has(r, problem) for r in rb], n_bootstrap
             )
             failures[problem] = {**rate, "significant": rate["p"] < 0.05 and rate["diff"] != 0}
-        pair, system = key
+        pair, system, _ = key
         rows_out.append(
             {
                 "pair": pair,
@@ -583,26 +597,19 @@ COMPARE_NOTE = (
 
 def compare_table(comparison: dict[str, Any]) -> RenderableType:
     """The sentences' table, and the markup units' where both runs had any."""
-    out = Table(title="tolk bench quality: B against A")
-    for column in COMPARE_COLUMNS:
-        out.add_column(column, justify="left" if column in ("pair", "system") else "right")
-    for row in compare_rows(comparison):
-        out.add_row(*row)
-    out.caption = (
-        f"A: {comparison['a']['command']}\nB: {comparison['b']['command']}\n{COMPARE_NOTE}"
+    sentences = _table(
+        "tolk bench quality: B against A",
+        COMPARE_COLUMNS,
+        compare_rows(comparison),
+        f"A: {comparison['a']['command']}\nB: {comparison['b']['command']}\n{COMPARE_NOTE}",
     )
     markup = compare_markup_rows(comparison)
     if not markup:
-        return out
-    marked = Table(title="Markup units: B against A", caption=COMPARE_MARKUP_NOTE)
-    for column in COMPARE_MARKUP_COLUMNS:
-        marked.add_column(column, justify="left" if column in _TEXT_COLUMNS else "right")
-    for row in markup:
-        marked.add_row(*row)
-    return Group(out, marked)
-
-
-_TEXT_COLUMNS = ("format", "pair", "system")
+        return sentences
+    return Group(
+        sentences,
+        _table("Markup units: B against A", COMPARE_MARKUP_COLUMNS, markup, COMPARE_MARKUP_NOTE),
+    )
 
 
 def compare_markdown(comparison: dict[str, Any]) -> str:
@@ -613,9 +620,7 @@ def compare_markdown(comparison: dict[str, Any]) -> str:
             f"- A: `{comparison['a']['command']}` ({comparison['a']['started_at']})",
             f"- B: `{comparison['b']['command']}` ({comparison['b']['started_at']})",
             "",
-            "| " + " | ".join(COMPARE_COLUMNS) + " |",
-            "|" + "---|" * len(COMPARE_COLUMNS),
-            *("| " + " | ".join(row) + " |" for row in compare_rows(comparison)),
+            *_markdown_table(COMPARE_COLUMNS, compare_rows(comparison)),
             "",
             COMPARE_NOTE,
             "",
@@ -631,9 +636,7 @@ def _markup_section(comparison: dict[str, Any]) -> list[str]:
     return [
         "## Markup",
         "",
-        "| " + " | ".join(COMPARE_MARKUP_COLUMNS) + " |",
-        "|" + "---|" * len(COMPARE_MARKUP_COLUMNS),
-        *("| " + " | ".join(row) + " |" for row in rows),
+        *_markdown_table(COMPARE_MARKUP_COLUMNS, rows),
         "",
         COMPARE_MARKUP_NOTE,
         "",

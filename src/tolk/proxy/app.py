@@ -29,7 +29,7 @@ from tolk.proxy.forward import Forwarder, forward
 from tolk.proxy.metrics import ProxyMetrics
 from tolk.proxy.upstream import Upstream
 from tolk.proxy.upstreams import UpstreamPool
-from tolk.wire.asgi import request_id as request_id_for
+from tolk.wire.asgi import request_id_for
 from tolk.wire.endpoints import served_by_upstreams
 from tolk.wire.errors import error_response, install_error_handlers
 

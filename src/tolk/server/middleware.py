@@ -16,8 +16,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from tolk.server.metrics import ServiceMetrics
-from tolk.wire.asgi import CLIENT_CLOSED, header
-from tolk.wire.asgi import request_id as request_id_for
+from tolk.wire.asgi import CLIENT_CLOSED, header, request_id_for
 from tolk.wire.endpoints import TRANSLATING_PATHS
 from tolk.wire.errors import api_of, error_response
 

@@ -20,7 +20,7 @@ import unicodedata
 from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import cache
-from typing import Literal
+from typing import Literal, get_args
 
 import langcodes
 import regex
@@ -39,16 +39,9 @@ Problem = Literal[
     "placeholders",
 ]
 
-# Every problem, in the order a report lists them.
-PROBLEMS: tuple[Problem, ...] = (
-    "off_target",
-    "foreign_script",
-    "echo",
-    "loop",
-    "truncated",
-    "cut_character",
-    "empty",
-)
+# Every problem a text can be flagged with, in the order a report lists them (lost
+# placeholders are retried, then said by the markup's fallback warnings instead).
+PROBLEMS: tuple[Problem, ...] = tuple(p for p in get_args(Problem) if p != "placeholders")
 
 # What each problem means, in the words of an API's `warnings` (and the README).
 DESCRIPTIONS: dict[Problem, str] = {
@@ -173,14 +166,9 @@ def foreign_letters(source: str, output: str, target_lang: str) -> int:
     foreign = [c for c in _LETTER.findall(output) if not target.match(c)]
     if not foreign:
         return 0
-    known = set(_LETTER.findall(source))
     # A letter of a script the source uses is the source's (a name, a term left as is).
-    return sum(1 for c in foreign if c not in known and not _same_script_in(c, known))
-
-
-def _same_script_in(letter: str, letters: set[str]) -> bool:
-    script = _script_word(letter)
-    return any(_script_word(c) == script for c in letters)
+    source_scripts = {_script_word(c) for c in set(_LETTER.findall(source))}
+    return sum(1 for c in foreign if _script_word(c) not in source_scripts)
 
 
 def _script_word(letter: str) -> str:

@@ -30,7 +30,7 @@ def header(scope: Scope, name: bytes) -> str | None:
     return None
 
 
-def request_id(scope: Scope) -> str:
+def request_id_for(scope: Scope) -> str:
     """The client's X-Request-ID, or a new one: what every response of a tolk process carries
     and its upstreams and logs are given."""
     return header(scope, b"x-request-id") or uuid.uuid4().hex
