@@ -98,6 +98,11 @@ def test_translategemma_structured_content() -> None:
         ("Hallo. <de>", "Hello.", "Hallo."),
         ("<end_of_turn>Hallo.</s>", "Hello.", "Hallo."),
         ("Zeile 1\nZeile 2", "Line 1\nLine 2", "Zeile 1\nZeile 2"),
+        # Control bytes a byte-level model wrote (no XML parser takes them) go; tabs stay,
+        # and a control character the source has is kept.
+        ("Hal\x19lo\x0f \x7fWelt\x85.\ufffe", "Hello world.", "Hallo Welt."),
+        ("a\tb\x1b", "a\tb", "a\tb"),
+        ("Seite\x0c2", "Page\x0c2", "Seite\x0c2"),
     ],
 )
 def test_clean(raw: str, source: str, expected: str) -> None:

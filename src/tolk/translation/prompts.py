@@ -258,12 +258,18 @@ _ARTEFACTS = re.compile(
     r"|<start_of_turn>(?:model)?|</s>|<s>|<\|extra_0\|>|<\|eos\|>"
 )
 _QUOTES = {'"': '"', "“": "”", "«": "»", "「": "」"}
+# Characters no translation carries and XML 1.0 forbids or discourages: the C0 controls but
+# tab and the line breaks, DEL and the C1 controls, U+FFFE and U+FFFF. A byte-level model
+# has a token for each control byte and can write them; returned in an XML or HTML reply
+# they make it unparseable (a DeepL `tag_handling: xml` client fails on the document).
+_CONTROLS = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f\ufffe\uffff]")
 
 
 def clean(output: str, source_text: str, target: Lang) -> str:
-    """The translation without template artefacts, an echoed target-language label, or
-    quotation marks the source did not have."""
+    """The translation without template artefacts, control characters, an echoed
+    target-language label, or quotation marks the source did not have."""
     text = _ARTEFACTS.sub("", output)
+    text = _CONTROLS.sub(lambda m: m.group() if m.group() in source_text else "", text)
     text = re.sub(rf"\s*<{re.escape(target.code)}>\s*$", "", text)  # Seed-X's target tag
     text = text.strip()
     for label in (target.name, target.base_name, "Translation"):
