@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shutil
 from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -9,7 +10,16 @@ from pathlib import Path
 import httpx
 import pytest
 
-from tests.helpers import ServerProcess, TextMaker, model_config, run_tolk, runtime_env
+from tests.helpers import (
+    InProcessServer,
+    ServerProcess,
+    TextMaker,
+    model_config,
+    run_tolk,
+    runtime_env,
+    server_config,
+)
+from tolk.local.processes import free_port
 
 
 @pytest.fixture(scope="session")
@@ -86,8 +96,42 @@ def main_server(
     server.stop()
 
 
+@pytest.fixture(scope="session")
+def edge_server(
+    test_model: Path, main_keys: MainKeys, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[InProcessServer]:
+    """The main server's configuration served in-process over stand-in engines
+    (tolk.testing.fake_engine), for tests of the HTTP edge: shapes, validation, errors,
+    limits and the compatible APIs. What needs the engine uses main_server. The same keys,
+    in a copy of the key store: quotas and usage are each server's own."""
+    db = tmp_path_factory.mktemp("edge-keys") / "keys.db"
+    shutil.copyfile(main_keys.db, db)
+    config = server_config(
+        [model_config("demo", test_model, languages=MAIN_LANGUAGES)],
+        free_port(),
+        MAIN_GLOSSARIES,
+        {"db": str(db)},
+        **MAIN_LIMITS,
+    )
+    server = InProcessServer(config)
+    yield server
+    server.stop()
+
+
+def http_client(url: str) -> httpx.AsyncClient:
+    limits = httpx.Limits(max_connections=200, max_keepalive_connections=200)
+    return httpx.AsyncClient(base_url=url, timeout=120, limits=limits)
+
+
 @pytest.fixture
 async def client(main_server: ServerProcess) -> AsyncIterator[httpx.AsyncClient]:
-    limits = httpx.Limits(max_connections=200, max_keepalive_connections=200)
-    async with httpx.AsyncClient(base_url=main_server.url, timeout=120, limits=limits) as c:
+    """A client of the real main server (a real engine)."""
+    async with http_client(main_server.url) as c:
+        yield c
+
+
+@pytest.fixture
+async def edge(edge_server: InProcessServer) -> AsyncIterator[httpx.AsyncClient]:
+    """A client of the in-process server over stand-in engines."""
+    async with http_client(edge_server.url) as c:
         yield c

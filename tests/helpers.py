@@ -5,8 +5,10 @@ from __future__ import annotations
 import asyncio
 import os
 import random
+import socket
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -58,6 +60,22 @@ def model_config(name: str, path: Path, **overrides: Any) -> dict[str, Any]:
     return {"name": name, "path": str(path), "engine": engine, **defaults, **overrides}
 
 
+def server_config(
+    models: list[dict[str, Any]],
+    port: int,
+    glossaries: dict[str, Any] | None = None,
+    access: dict[str, Any] | None = None,
+    **server: Any,
+) -> dict[str, Any]:
+    """A tolk config on loopback: `models`, and `server` fields."""
+    config = {"server": {"host": "127.0.0.1", "port": port, **server}, "models": models}
+    if glossaries:
+        config["glossaries"] = glossaries
+    if access:
+        config["access"] = access
+    return config
+
+
 class ServerProcess(LocalServer):
     """A `tolk serve` process with a config written from `models` and `server` fields."""
 
@@ -73,11 +91,7 @@ class ServerProcess(LocalServer):
         **server: Any,
     ) -> ServerProcess:
         port = port or free_port()
-        config = {"server": {"host": "127.0.0.1", "port": port, **server}, "models": models}
-        if glossaries:
-            config["glossaries"] = glossaries
-        if access:
-            config["access"] = access
+        config = server_config(models, port, glossaries, access, **server)
         config_path = workdir / f"{name}.yaml"
         config_path.write_text(yaml.safe_dump(config))
         command = [sys.executable, "-m", "tolk", "serve", "--config", str(config_path)]
@@ -90,6 +104,39 @@ class ServerProcess(LocalServer):
             ready_timeout=240,
         )
         return cls(started.proc, started.url, started.log_path)
+
+
+class InProcessServer:
+    """tolk's server (tolk.cli.tolk_server: the app and uvicorn settings of `tolk serve`) on a
+    thread of the test process, on loopback, over stand-in engines (tolk.testing.fake_engine):
+    for tests of the HTTP edge (shapes, validation, errors, limits, the compatible APIs),
+    which need no engine's start-up or steps. `engines.started` holds the stand-ins."""
+
+    def __init__(self, config: dict[str, Any]) -> None:
+        from tolk.cli import tolk_server
+        from tolk.config import build_config
+        from tolk.testing.fake_engine import FakeEngines
+
+        settings = build_config(config, environ={})
+        self.engines = FakeEngines()
+        self.server, self.lifecycle = tolk_server(settings, self.engines)
+        listening = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        listening.bind((settings.server.host, settings.server.port))
+        self.url = f"http://{settings.server.host}:{settings.server.port}"
+        self._thread = threading.Thread(
+            target=self.server.run, kwargs={"sockets": [listening]}, name="tolk-in-process"
+        )
+        self._thread.start()
+        deadline = time.monotonic() + 120
+        while not self.server.started:
+            if not self._thread.is_alive() or time.monotonic() > deadline:
+                raise RuntimeError("the in-process tolk server did not start; see the log above")
+            time.sleep(0.05)
+
+    def stop(self) -> None:
+        self.server.should_exit = True
+        self._thread.join(timeout=60)
+        assert not self._thread.is_alive(), "the in-process server did not stop"
 
 
 def metric_samples(text: str, name: str) -> list[tuple[dict[str, str], float]]:

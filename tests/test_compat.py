@@ -1,6 +1,8 @@
-"""The drop-in APIs on the main server, through the real clients (`deepl`, `libretranslatepy`)
-and replays of the exact requests the research note records for Weblate, Mastodon,
-Discourse and Nextcloud (../shared/research/compat-apis.md)."""
+"""The drop-in APIs through the real clients (`deepl`, `libretranslatepy`) and replays of the
+exact requests the research note records for Weblate, Mastodon, Discourse and Nextcloud
+(../shared/research/compat-apis.md). Their shapes, validation and errors are tested on the
+in-process server over stand-in engines (edge_server); each API's client end to end, and the
+abort of a retried request, on the real main server."""
 
 from __future__ import annotations
 
@@ -17,14 +19,21 @@ import pytest
 from libretranslatepy import LibreTranslateAPI
 
 from tests.conftest import MainKeys
-from tests.helpers import ServerProcess, TextMaker, metric_value, wait_until
+from tests.helpers import InProcessServer, ServerProcess, TextMaker, metric_value, wait_until
 
 pytestmark = pytest.mark.timeout(300)
 
 
 @pytest.fixture
-def deepl_client(main_server: ServerProcess, main_keys: MainKeys) -> deepl.DeepLClient:
+def deepl_client(edge_server: InProcessServer, main_keys: MainKeys) -> deepl.DeepLClient:
     deepl.http_client.max_network_retries = 0  # error tests fail fast
+    return deepl.DeepLClient(main_keys.full, server_url=edge_server.url)
+
+
+@pytest.fixture
+def deepl_real(main_server: ServerProcess, main_keys: MainKeys) -> deepl.DeepLClient:
+    """The official client of the real main server (a real engine)."""
+    deepl.http_client.max_network_retries = 0
     return deepl.DeepLClient(main_keys.full, server_url=main_server.url)
 
 
@@ -38,10 +47,11 @@ def many(result: deepl.TextResult | list[deepl.TextResult]) -> list[deepl.TextRe
     return result
 
 
-# -- DeepL, with the official client ------------------------------------------------------
+# -- DeepL, with the official edge ------------------------------------------------------
 
 
-def test_deepl_translate_a_string_and_a_list(deepl_client: deepl.DeepLClient) -> None:
+def test_deepl_translate_a_string_and_a_list(deepl_real: deepl.DeepLClient) -> None:
+    deepl_client = deepl_real
     result = one(deepl_client.translate_text("Hello, world!", target_lang="DE"))
     assert isinstance(result.text, str)
     assert result.text
@@ -66,7 +76,7 @@ def test_deepl_languages_and_usage(deepl_client: deepl.DeepLClient) -> None:
     sources = {lang.code for lang in deepl_client.get_source_languages()}
     targets = {lang.code: lang for lang in deepl_client.get_target_languages()}
     assert {"EN", "DE", "NE", "ZH", "PT"} <= sources
-    # The client sends `type=target` in the body of a GET: the lists must differ.
+    # The edge sends `type=target` in the body of a GET: the lists must differ.
     assert {"EN-US", "EN-GB", "PT-BR", "ZH-HANS"} <= set(targets)
     assert "EN" not in targets
     assert targets["DE"].supports_formality
@@ -122,21 +132,21 @@ def test_deepl_glossary_create_use_and_delete(deepl_client: deepl.DeepLClient) -
 
 
 def test_deepl_errors_the_client_understands(
-    main_server: ServerProcess, main_keys: MainKeys
+    edge_server: InProcessServer, main_keys: MainKeys
 ) -> None:
     deepl.http_client.max_network_retries = 0
-    wrong = deepl.DeepLClient("not-a-key", server_url=main_server.url)
+    wrong = deepl.DeepLClient("not-a-key", server_url=edge_server.url)
     with pytest.raises(deepl.AuthorizationException):
         wrong.translate_text("Hello", target_lang="DE")
 
-    tiny = deepl.DeepLClient(main_keys.tiny, server_url=main_server.url)
+    tiny = deepl.DeepLClient(main_keys.tiny, server_url=edge_server.url)
     tiny.translate_text("Hello, world!", target_lang="DE")  # 13 of its 20 characters
     with pytest.raises(deepl.QuotaExceededException):
         tiny.translate_text("Hello, world!", target_lang="DE")
     usage = tiny.get_usage()
     assert (usage.character.count, usage.character.limit) == (13, 20)
 
-    full = deepl.DeepLClient(main_keys.full, server_url=main_server.url)
+    full = deepl.DeepLClient(main_keys.full, server_url=edge_server.url)
     with pytest.raises(deepl.DeepLException) as raised:
         full.translate_text(["word " * 30_000], target_lang="DE")  # 150 KB > the body limit
     assert raised.value.http_status_code == 413
@@ -147,22 +157,22 @@ def test_deepl_errors_the_client_understands(
     assert one(full.translate_text("Hello", target_lang="NE", formality="prefer_more")).text
 
 
-def test_deepl_rate_limit_is_429(main_server: ServerProcess, main_keys: MainKeys) -> None:
+def test_deepl_rate_limit_is_429(edge_server: InProcessServer, main_keys: MainKeys) -> None:
     deepl.http_client.max_network_retries = 0
-    slow = deepl.DeepLClient(main_keys.slow, server_url=main_server.url)
+    slow = deepl.DeepLClient(main_keys.slow, server_url=edge_server.url)
     slow.translate_text("One", target_lang="DE")
     slow.translate_text("Two", target_lang="DE")
     with pytest.raises(deepl.TooManyRequestsException):
         slow.translate_text("Three", target_lang="DE")
     # The same key's rate, spent, in the other two APIs' shapes.
     lt = httpx.post(
-        f"{main_server.url}/translate",
+        f"{edge_server.url}/translate",
         json={"q": "Four", "source": "en", "target": "de", "api_key": main_keys.slow},
     )
     assert lt.status_code == 429
     assert lt.json()["error"].startswith("Slowdown: ")
     own = httpx.post(
-        f"{main_server.url}/translate",
+        f"{edge_server.url}/translate",
         json={"text": "Five", "source_lang": "en", "target_lang": "de"},
         headers={"Authorization": f"Bearer {main_keys.slow}"},
     )
@@ -172,10 +182,10 @@ def test_deepl_rate_limit_is_429(main_server: ServerProcess, main_keys: MainKeys
 
 
 async def test_deepl_form_requests_as_deepl_node_and_mastodon_send_them(
-    client: httpx.AsyncClient, main_keys: MainKeys
+    edge: httpx.AsyncClient, main_keys: MainKeys
 ) -> None:
     auth = {"Authorization": f"DeepL-Auth-Key {main_keys.full}"}
-    response = await client.post(
+    response = await edge.post(
         "/v2/translate",
         data={
             "text": ["<p>One</p>", "<p>Two &amp; three</p>"],
@@ -193,24 +203,24 @@ async def test_deepl_form_requests_as_deepl_node_and_mastodon_send_them(
     assert [i["billed_characters"] for i in items] == [10, 22]
     assert all(i["text"].startswith("<p>") for i in items)
     assert all(i["text"].endswith("</p>") for i in items)
-    targets = (await client.get("/v2/languages?type=target", headers=auth)).json()
+    targets = (await edge.get("/v2/languages?type=target", headers=auth)).json()
     assert "EN-GB" in {t["language"] for t in targets}
-    bad = await client.get("/v2/languages?type=nope", headers=auth)
+    bad = await edge.get("/v2/languages?type=nope", headers=auth)
     assert bad.status_code == 400
     assert "message" in bad.json()
 
 
 async def test_weblate_deepl_requests_keep_placeables_and_entities(
-    client: httpx.AsyncClient, main_keys: MainKeys
+    edge: httpx.AsyncClient, main_keys: MainKeys
 ) -> None:
     auth = {"Authorization": f"DeepL-Auth-Key {main_keys.full}"}
-    pairs = await client.get("/v2/glossary-language-pairs", headers=auth)
+    pairs = await edge.get("/v2/glossary-language-pairs", headers=auth)
     assert {"source_lang": "en", "target_lang": "de"} in pairs.json()["supported_languages"]
     texts = [
         'Hello <x id="1"></x>, you have <x id="2"></x> new messages &amp; more',
         'Saved &lt;draft&gt; as <x id="7"></x>',
     ]
-    response = await client.post(
+    response = await edge.post(
         "/v2/translate",
         json={
             "text": texts,
@@ -252,8 +262,8 @@ def test_libretranslatepy_without_and_with_a_key(
     assert raised.value.code == 403
 
 
-async def test_mastodon_batch_of_html_with_auto_source(client: httpx.AsyncClient) -> None:
-    response = await client.post(
+async def test_mastodon_batch_of_html_with_auto_source(edge: httpx.AsyncClient) -> None:
+    response = await edge.post(
         "/translate",
         json={
             "q": ["<p>Hello, how are you today?</p>", '<p>See <a href="https://x.y/">this</a></p>'],
@@ -270,9 +280,7 @@ async def test_mastodon_batch_of_html_with_auto_source(client: httpx.AsyncClient
     assert body["detectedLanguage"][0]["language"] == "en"
     assert all(0 <= d["confidence"] <= 100 for d in body["detectedLanguage"])
     assert response.headers["access-control-allow-origin"] == "*"
-    languages = (
-        await client.get("/languages", headers={"Content-Type": "application/json"})
-    ).json()
+    languages = (await edge.get("/languages", headers={"Content-Type": "application/json"})).json()
     for entry in languages:
         assert entry["code"] not in entry["targets"]  # Mastodon: targets.without(code)
     codes = {entry["code"] for entry in languages}
@@ -280,9 +288,9 @@ async def test_mastodon_batch_of_html_with_auto_source(client: httpx.AsyncClient
 
 
 async def test_weblate_libretranslate_request_keeps_its_placeables(
-    client: httpx.AsyncClient,
+    edge: httpx.AsyncClient,
 ) -> None:
-    response = await client.post(
+    response = await edge.post(
         "/translate",
         json={
             "api_key": "",
@@ -298,19 +306,17 @@ async def test_weblate_libretranslate_request_keeps_its_placeables(
     assert "detectedLanguage" not in response.json()
 
 
-async def test_discourse_and_nextcloud_requests(client: httpx.AsyncClient) -> None:
-    detect = await client.post(
-        "/detect", data={"q": "Bonjour tout le monde, ça va ?", "api_key": ""}
-    )
+async def test_discourse_and_nextcloud_requests(edge: httpx.AsyncClient) -> None:
+    detect = await edge.post("/detect", data={"q": "Bonjour tout le monde, ça va ?", "api_key": ""})
     assert detect.json()[0]["language"] == "fr"
-    translated = await client.post(
+    translated = await edge.post(
         "/translate",
         data={"q": "<p>Cooked <em>HTML</em></p>", "source": "en", "target": "zh", "format": "html"},
     )
     assert translated.status_code == 200, translated.text
     assert isinstance(translated.json()["translatedText"], str)
     # Nextcloud (PHP curl with an array): multipart, and /detect with q in the query only.
-    multipart = await client.post(
+    multipart = await edge.post(
         "/translate",
         files={
             "q": (None, "Hello"),
@@ -320,12 +326,12 @@ async def test_discourse_and_nextcloud_requests(client: httpx.AsyncClient) -> No
         },
     )
     assert isinstance(multipart.json()["translatedText"], str)
-    query_only = await client.post("/detect?q=Guten%20Morgen%20zusammen&api_key=")
+    query_only = await edge.post("/detect?q=Guten%20Morgen%20zusammen&api_key=")
     assert query_only.json()[0]["language"] == "de"
-    settings = (await client.get("/frontend/settings")).json()
+    settings = (await edge.get("/frontend/settings")).json()
     assert settings["filesTranslation"]
     assert ".docx" in settings["supportedFilesFormat"]
-    upload = await client.post(
+    upload = await edge.post(
         "/translate_file",
         files={
             "file": ("notes.srt", b"1\n00:00:01,000 --> 00:00:02,000\nHello there\n"),
@@ -335,22 +341,22 @@ async def test_discourse_and_nextcloud_requests(client: httpx.AsyncClient) -> No
     )
     url = upload.json()["translatedFileUrl"]
     assert url.endswith(".notes.srt")
-    downloaded = await client.get(url)
+    downloaded = await edge.get(url)
     assert downloaded.text.startswith("1\n00:00:01,000 --> 00:00:02,000\n")
     assert "notes.srt" in downloaded.headers["content-disposition"]
 
 
-async def test_libretranslate_errors(client: httpx.AsyncClient) -> None:
-    unknown = await client.post("/translate", data={"q": "x", "source": "en", "target": "zz"})
+async def test_libretranslate_errors(edge: httpx.AsyncClient) -> None:
+    unknown = await edge.post("/translate", data={"q": "x", "source": "en", "target": "zz"})
     assert (unknown.status_code, unknown.json()) == (400, {"error": "zz is not supported"})
-    missing = await client.post("/translate", json={"q": "x", "target": "de"})
+    missing = await edge.post("/translate", json={"q": "x", "target": "de"})
     assert missing.json() == {"error": "Invalid request: missing source parameter"}
-    bad_format = await client.post(
+    bad_format = await edge.post(
         "/translate", json={"q": "x", "source": "en", "target": "de", "format": "pdf"}
     )
     assert bad_format.json() == {"error": "pdf format is not supported"}
-    assert (await client.post("/suggest", data={"q": "x"})).status_code == 403
-    preflight = await client.options("/translate")
+    assert (await edge.post("/suggest", data={"q": "x"})).status_code == 403
+    preflight = await edge.options("/translate")
     assert preflight.status_code == 200
     assert preflight.headers["access-control-allow-methods"] == "GET, POST"
 
@@ -358,8 +364,8 @@ async def test_libretranslate_errors(client: httpx.AsyncClient) -> None:
 # -- tolk's own API: detection -----------------------------------------------------------
 
 
-async def test_tolk_detects_a_missing_source(client: httpx.AsyncClient) -> None:
-    response = await client.post(
+async def test_tolk_detects_a_missing_source(edge: httpx.AsyncClient) -> None:
+    response = await edge.post(
         "/translate",
         json={
             "text": ["Guten Morgen, wie geht es dir?", "नमस्ते, तपाईंलाई कस्तो छ?"],
@@ -369,7 +375,7 @@ async def test_tolk_detects_a_missing_source(client: httpx.AsyncClient) -> None:
     assert response.status_code == 200, response.text
     detected = response.json()["detected"]
     assert [d["language"] for d in detected] == ["de", "ne"]
-    found = (await client.post("/detect", json={"text": ["12 34", "Bonjour à tous"]})).json()
+    found = (await edge.post("/detect", json={"text": ["12 34", "Bonjour à tous"]})).json()
     assert found["detected"][0] == {
         "language": "en",
         "confidence": 0.0,
@@ -412,8 +418,8 @@ async def test_a_retried_deepl_request_leaves_nothing_generating(
     assert 0 < written < 800 / 2
 
 
-def test_every_api_is_in_the_openapi_document(main_server: ServerProcess) -> None:
-    paths = set(json.loads(httpx.get(f"{main_server.url}/openapi.json").text)["paths"])
+def test_every_api_is_in_the_openapi_document(edge_server: InProcessServer) -> None:
+    paths = set(json.loads(httpx.get(f"{edge_server.url}/openapi.json").text)["paths"])
     assert {
         "/translate",
         "/detect",

@@ -1,4 +1,5 @@
-"""The HTTP API on a real server (real engine, test model, uvicorn on loopback)."""
+"""The HTTP API: its shapes, validation, errors, formats and limits on the in-process server
+over stand-in engines (edge); one translation and the engine's metrics on the real main server."""
 
 from __future__ import annotations
 
@@ -46,8 +47,8 @@ async def test_translate_one_text(client: httpx.AsyncClient) -> None:
     assert 0 < float(timing.removeprefix("engine;dur=")) < response.elapsed.total_seconds() * 1000
 
 
-async def test_language_codes_are_normalised(client: httpx.AsyncClient) -> None:
-    response = await client.post(
+async def test_language_codes_are_normalised(edge: httpx.AsyncClient) -> None:
+    response = await edge.post(
         "/translate", json={"text": "Good day.", "source_lang": "eng", "target_lang": "FR"}
     )
     assert response.status_code == 200, response.text
@@ -55,10 +56,10 @@ async def test_language_codes_are_normalised(client: httpx.AsyncClient) -> None:
 
 
 async def test_list_returns_translations_in_input_order(
-    client: httpx.AsyncClient, texts: TextMaker
+    edge: httpx.AsyncClient, texts: TextMaker
 ) -> None:
     items = [texts.text(n) for n in (5, 150, 40, 100, 20)]
-    listed = await client.post(
+    listed = await edge.post(
         "/translate", json={"text": items, "source_lang": "en", "target_lang": "de"}
     )
     assert listed.status_code == 200, listed.text
@@ -69,7 +70,7 @@ async def test_list_returns_translations_in_input_order(
     # position i of the list is text i's translation.
     singles = await asyncio.gather(
         *[
-            client.post("/translate", json={"text": t, "source_lang": "en", "target_lang": "de"})
+            edge.post("/translate", json={"text": t, "source_lang": "en", "target_lang": "de"})
             for t in items
         ]
     )
@@ -80,8 +81,8 @@ async def test_list_returns_translations_in_input_order(
     )
 
 
-async def test_empty_strings_translate_to_empty_strings(client: httpx.AsyncClient) -> None:
-    response = await client.post(
+async def test_empty_strings_translate_to_empty_strings(edge: httpx.AsyncClient) -> None:
+    response = await edge.post(
         "/translate", json={"text": ["", "Hi.", " \n"], "source_lang": "en", "target_lang": "ne"}
     )
     assert response.status_code == 200, response.text
@@ -89,7 +90,7 @@ async def test_empty_strings_translate_to_empty_strings(client: httpx.AsyncClien
     assert translation[0] == ""
     assert translation[2] == " \n"
     assert translation[1]
-    alone = await client.post(
+    alone = await edge.post(
         "/translate", json={"text": "", "source_lang": "en", "target_lang": "de"}
     )
     assert alone.status_code == 200
@@ -97,32 +98,32 @@ async def test_empty_strings_translate_to_empty_strings(client: httpx.AsyncClien
     assert alone.json()["usage"]["completion_tokens"] == 0
 
 
-async def test_validation_errors_name_the_field(client: httpx.AsyncClient) -> None:
-    response = await client.post("/translate", json={"text": "Hi", "source_lang": "en"})
+async def test_validation_errors_name_the_field(edge: httpx.AsyncClient) -> None:
+    response = await edge.post("/translate", json={"text": "Hi", "source_lang": "en"})
     error = assert_error(response, 422, "invalid_request")
     assert {"field": "target_lang", "message": "Field required"} in error["problems"]
     assert "target_lang" in error["message"]
 
-    response = await client.post(
+    response = await edge.post(
         "/translate", json={"text": 42, "source_lang": "en", "target_lang": "de"}
     )
     error = assert_error(response, 422, "invalid_request")
     assert {p["field"] for p in error["problems"]} >= {"text"}
 
-    response = await client.post(
+    response = await edge.post(
         "/translate", json={"text": ["a", 3], "source_lang": "en", "target_lang": "de"}
     )
     error = assert_error(response, 422, "invalid_request")
     assert any(p["field"].startswith("text") for p in error["problems"])
 
-    response = await client.post(
+    response = await edge.post(
         "/translate", content=b"{not json", headers={"content-type": "application/json"}
     )
     assert_error(response, 422, "invalid_request")
 
 
-async def test_unsupported_pair_lists_what_is_supported(client: httpx.AsyncClient) -> None:
-    response = await client.post(
+async def test_unsupported_pair_lists_what_is_supported(edge: httpx.AsyncClient) -> None:
+    response = await edge.post(
         "/translate", json={"text": "Hi", "source_lang": "en", "target_lang": "ja"}
     )
     error = assert_error(response, 400, "unsupported_language_pair")
@@ -130,16 +131,16 @@ async def test_unsupported_pair_lists_what_is_supported(client: httpx.AsyncClien
     assert (error["source_lang"], error["target_lang"]) == ("en", "ja")
 
 
-async def test_invalid_language_code(client: httpx.AsyncClient) -> None:
-    response = await client.post(
+async def test_invalid_language_code(edge: httpx.AsyncClient) -> None:
+    response = await edge.post(
         "/translate", json={"text": "Hi", "source_lang": "english", "target_lang": "de"}
     )
     error = assert_error(response, 400, "invalid_language")
     assert error["field"] == "source_lang"
 
 
-async def test_unknown_model(client: httpx.AsyncClient) -> None:
-    response = await client.post(
+async def test_unknown_model(edge: httpx.AsyncClient) -> None:
+    response = await edge.post(
         "/translate",
         json={"text": "Hi", "source_lang": "en", "target_lang": "de", "model": "nope"},
     )
@@ -147,25 +148,25 @@ async def test_unknown_model(client: httpx.AsyncClient) -> None:
     assert error["models"] == ["demo"]
 
 
-async def test_too_much_text_is_413(client: httpx.AsyncClient) -> None:
+async def test_too_much_text_is_413(edge: httpx.AsyncClient) -> None:
     # 125,000 characters in two texts; the limit is 120,000 per request, whatever the split.
     texts = ["word " * 12_500, "word " * 12_500]
-    response = await client.post(
+    response = await edge.post(
         "/translate", json={"text": texts, "source_lang": "en", "target_lang": "de"}
     )
     error = assert_error(response, 413, "payload_too_large")
     assert error["limit"] == 120_000
 
-    response = await client.post(
+    response = await edge.post(
         "/translate", json={"text": ["a"] * 65, "source_lang": "en", "target_lang": "de"}
     )
     error = assert_error(response, 413, "payload_too_large")
     assert error["limit"] == 64
 
 
-async def test_oversized_body_refused_before_it_is_read(client: httpx.AsyncClient) -> None:
+async def test_oversized_body_refused_before_it_is_read(edge: httpx.AsyncClient) -> None:
     body = b'{"text": "' + b"a" * 270_000 + b'", "source_lang": "en", "target_lang": "de"}'
-    response = await client.post(
+    response = await edge.post(
         "/translate", content=body, headers={"content-type": "application/json"}
     )
     error = assert_error(response, 413, "payload_too_large")
@@ -175,26 +176,26 @@ async def test_oversized_body_refused_before_it_is_read(client: httpx.AsyncClien
         for _ in range(40):
             yield b"a" * 8192
 
-    response = await client.post(
+    response = await edge.post(
         "/translate", content=chunked(), headers={"content-type": "application/json"}
     )
     assert_error(response, 413, "payload_too_large")
 
 
-async def test_unknown_route_and_method_use_the_error_shape(client: httpx.AsyncClient) -> None:
-    assert_error(await client.get("/nope"), 404, "not_found")
-    assert_error(await client.get("/translate"), 405, "method_not_allowed")
+async def test_unknown_route_and_method_use_the_error_shape(edge: httpx.AsyncClient) -> None:
+    assert_error(await edge.get("/nope"), 404, "not_found")
+    assert_error(await edge.get("/translate"), 405, "method_not_allowed")
 
 
-async def test_request_id_is_echoed(client: httpx.AsyncClient) -> None:
-    response = await client.get("/health", headers={"x-request-id": "abc-123"})
+async def test_request_id_is_echoed(edge: httpx.AsyncClient) -> None:
+    response = await edge.get("/health", headers={"x-request-id": "abc-123"})
     assert response.headers["x-request-id"] == "abc-123"
 
 
-async def test_health_ready_languages_docs(client: httpx.AsyncClient) -> None:
-    assert (await client.get("/health")).json() == {"status": "ok"}
-    assert (await client.get("/ready")).json() == {"status": "ready", "models": {"demo": "ready"}}
-    languages = (await client.get("/models")).json()
+async def test_health_ready_languages_docs(edge: httpx.AsyncClient) -> None:
+    assert (await edge.get("/health")).json() == {"status": "ok"}
+    assert (await edge.get("/ready")).json() == {"status": "ready", "models": {"demo": "ready"}}
+    languages = (await edge.get("/models")).json()
     assert languages == {
         "models": [
             {
@@ -207,8 +208,8 @@ async def test_health_ready_languages_docs(client: httpx.AsyncClient) -> None:
             }
         ]
     }
-    assert (await client.get("/docs")).status_code == 200
-    spec = (await client.get("/openapi.json")).json()
+    assert (await edge.get("/docs")).status_code == 200
+    spec = (await edge.get("/openapi.json")).json()
     assert "/translate" in spec["paths"]
 
 
@@ -260,7 +261,7 @@ async def test_metrics_name_filter_returns_only_the_named_families(
     assert metric_samples(response.text, "vllm:num_requests_running")[0][0]["model_name"] == "demo"
 
 
-async def test_a_whole_article_comes_back_with_its_structure(client: httpx.AsyncClient) -> None:
+async def test_a_whole_article_comes_back_with_its_structure(edge: httpx.AsyncClient) -> None:
     # The case study's Part 1 (11,775 characters; headings, lists, code, blank lines) as one
     # text: cut into lines and sentences, translated side by side, put back together.
     from importlib import resources
@@ -268,7 +269,7 @@ async def test_a_whole_article_comes_back_with_its_structure(client: httpx.Async
     article = (resources.files("tolk") / "data" / "case_study" / "part1.en.txt").read_text(
         encoding="utf-8"
     )
-    response = await client.post(
+    response = await edge.post(
         "/translate", json={"text": article, "source_lang": "en", "target_lang": "de"}
     )
     assert response.status_code == 200, response.text
@@ -287,7 +288,7 @@ async def test_a_whole_article_comes_back_with_its_structure(client: httpx.Async
 
 
 async def test_a_100_kb_text_comes_back_with_its_paragraph_structure(
-    client: httpx.AsyncClient,
+    edge: httpx.AsyncClient,
 ) -> None:
     # The four case-study articles (English and Nepali), each copy under its own heading,
     # to 100 KB; repeated segments are translated once, the rest side by side.
@@ -304,7 +305,7 @@ async def test_a_100_kb_text_comes_back_with_its_paragraph_structure(
         copies.append(f"# Copy {len(copies) + 1}\n\n{articles[len(copies) % 4]}")
     text = "\n\n".join(copies)
     assert len(text.encode()) >= 100_000
-    response = await client.post(
+    response = await edge.post(
         "/translate", json={"text": text, "source_lang": "en", "target_lang": "de"}
     )
     assert response.status_code == 200, response.text
@@ -316,8 +317,8 @@ async def test_a_100_kb_text_comes_back_with_its_paragraph_structure(
     assert all("# " in line for line in translation.splitlines() if line.startswith("#"))
 
 
-async def test_identical_segments_are_translated_once(client: httpx.AsyncClient) -> None:
-    response = await client.post(
+async def test_identical_segments_are_translated_once(edge: httpx.AsyncClient) -> None:
+    response = await edge.post(
         "/translate",
         json={
             "text": ["Hello world.\n\nHello world.", "Hello world."],
@@ -332,16 +333,16 @@ async def test_identical_segments_are_translated_once(client: httpx.AsyncClient)
     assert first == f"{second}\n\n{second}"
 
 
-async def test_split_none_sends_each_text_whole(client: httpx.AsyncClient) -> None:
+async def test_split_none_sends_each_text_whole(edge: httpx.AsyncClient) -> None:
     text = "One sentence here. Another one there.\nA second line."
     for split, segments in (("none", 1), ("paragraphs", 1), ("sentences", 2)):
-        response = await client.post(
+        response = await edge.post(
             "/translate",
             json={"text": text, "source_lang": "en", "target_lang": "de", "split": split},
         )
         assert response.status_code == 200, response.text
         assert response.json()["usage"]["segments"] == segments, split
-    response = await client.post(
+    response = await edge.post(
         "/translate",
         json={"text": text, "source_lang": "en", "target_lang": "de", "split": "words"},
     )
@@ -349,12 +350,12 @@ async def test_split_none_sends_each_text_whole(client: httpx.AsyncClient) -> No
     assert "split" in error["message"]
 
 
-async def test_markdown_comes_back_with_its_markup(client: httpx.AsyncClient) -> None:
+async def test_markdown_comes_back_with_its_markup(edge: httpx.AsyncClient) -> None:
     # The random model writes `*`, `[`, `<`, `&`...: escaped, the document's structure holds.
     from tests.test_documents import README, without_emphasis
     from tolk.translation.markdown_format import structure
 
-    response = await client.post(
+    response = await edge.post(
         "/translate",
         json={"text": README, "source_lang": "en", "target_lang": "de", "format": "markdown"},
     )
@@ -372,11 +373,11 @@ async def test_markdown_comes_back_with_its_markup(client: httpx.AsyncClient) ->
         assert verbatim in translation
 
 
-async def test_html_comes_back_with_its_element_tree(client: httpx.AsyncClient) -> None:
+async def test_html_comes_back_with_its_element_tree(edge: httpx.AsyncClient) -> None:
     from tests.test_documents import PAGE, element_tree, kept_text
     from tests.test_documents import without_emphasis_elements as plain
 
-    response = await client.post(
+    response = await edge.post(
         "/translate",
         json={
             "text": [PAGE, "<p>Hi <b>there</b></p>"],
@@ -395,13 +396,13 @@ async def test_html_comes_back_with_its_element_tree(client: httpx.AsyncClient) 
 
 
 async def _post_file(
-    client: httpx.AsyncClient, name: str, content: bytes, **form: str
+    edge: httpx.AsyncClient, name: str, content: bytes, **form: str
 ) -> httpx.Response:
     data = {"source_lang": "en", "target_lang": "de", **form}
-    return await client.post("/translate/file", files={"file": (name, content)}, data=data)
+    return await edge.post("/translate/file", files={"file": (name, content)}, data=data)
 
 
-async def test_files_come_back_translated_with_their_structure(client: httpx.AsyncClient) -> None:
+async def test_files_come_back_translated_with_their_structure(edge: httpx.AsyncClient) -> None:
     import io
 
     import docx
@@ -426,7 +427,7 @@ async def test_files_come_back_translated_with_their_structure(client: httpx.Asy
         "talk.vtt": (DOCUMENTS / "talk.vtt").read_text(encoding="utf-8"),
     }
     for name, source in text_files.items():
-        response = await _post_file(client, name, ("\ufeff" + source).encode())
+        response = await _post_file(edge, name, ("\ufeff" + source).encode())
         assert response.status_code == 200, (name, response.text)
         assert name in response.headers["content-disposition"]
         assert int(response.headers["x-tolk-segments"]) >= 1
@@ -447,7 +448,7 @@ async def test_files_come_back_translated_with_their_structure(client: httpx.Asy
         else:
             assert _cue_heads(out) == _cue_heads(source)
 
-    response = await _post_file(client, "report.docx", make_docx())
+    response = await _post_file(edge, "report.docx", make_docx())
     assert response.status_code == 200, response.text
     assert response.headers["content-type"] == (
         "application/vnd.openxmlformats-officedocument.wordprocessingml.document"
@@ -478,25 +479,25 @@ def _cue_heads(subtitles: str) -> list[list[str]]:
     return heads
 
 
-async def test_unsupported_and_unreadable_files_are_refused(client: httpx.AsyncClient) -> None:
+async def test_unsupported_and_unreadable_files_are_refused(edge: httpx.AsyncClient) -> None:
     error = assert_error(
-        await _post_file(client, "slides.pptx", b"PK"), 415, "unsupported_file_type"
+        await _post_file(edge, "slides.pptx", b"PK"), 415, "unsupported_file_type"
     )
     assert ".docx" in error["message"]
     assert ".srt" in error["supported"]
-    error = assert_error(await _post_file(client, "notes.txt", b"caf\xe9"), 422, "invalid_request")
+    error = assert_error(await _post_file(edge, "notes.txt", b"caf\xe9"), 422, "invalid_request")
     assert "UTF-8" in error["message"]
     error = assert_error(
-        await _post_file(client, "broken.docx", b"not a zip"), 422, "invalid_request"
+        await _post_file(edge, "broken.docx", b"not a zip"), 422, "invalid_request"
     )
     assert "Word document" in error["message"]
-    response = await client.post("/translate/file", data={"source_lang": "en"})
+    response = await edge.post("/translate/file", data={"source_lang": "en"})
     error = assert_error(response, 422, "invalid_request")
 
 
-async def test_glossaries_and_protected_terms(client: httpx.AsyncClient) -> None:
+async def test_glossaries_and_protected_terms(edge: httpx.AsyncClient) -> None:
     text = "tolk batches requests on vLLM.\n\nThe batch size is tuned by tolk."
-    response = await client.post(
+    response = await edge.post(
         "/translate",
         json={
             "text": text,
@@ -515,21 +516,21 @@ async def test_glossaries_and_protected_terms(client: httpx.AsyncClient) -> None
     assert translation.count("\n\n") == 1
 
     unknown = {"text": "A batch.", "source_lang": "en", "target_lang": "de", "glossary_id": "x"}
-    error = assert_error(await client.post("/translate", json=unknown), 400, "unknown_glossary")
+    error = assert_error(await edge.post("/translate", json=unknown), 400, "unknown_glossary")
     assert "product" in error["message"]
     wrong_pair = {**unknown, "glossary_id": "product", "target_lang": "fr"}
-    error = assert_error(await client.post("/translate", json=wrong_pair), 400, "unknown_glossary")
+    error = assert_error(await edge.post("/translate", json=wrong_pair), 400, "unknown_glossary")
     assert "en>de" in error["message"]
 
 
-async def test_tag_handling_keeps_weblates_placeholders(client: httpx.AsyncClient) -> None:
+async def test_tag_handling_keeps_weblates_placeholders(edge: httpx.AsyncClient) -> None:
     text = 'Click <x id="1"></x> to save &amp; <b>close</b> the &lt;file&gt;.'
     body = {"text": text, "source_lang": "en", "target_lang": "de", "tag_handling": "xml"}
-    response = await client.post("/translate", json=body)
+    response = await edge.post("/translate", json=body)
     assert response.status_code == 200, response.text
     translation: str = response.json()["translation"]
     assert '<x id="1"></x>' in translation
     assert translation.count("<b>") == translation.count("</b>") == 1
     conflict = {**body, "format": "markdown"}
-    error = assert_error(await client.post("/translate", json=conflict), 422, "invalid_request")
+    error = assert_error(await edge.post("/translate", json=conflict), 422, "invalid_request")
     assert "tag_handling" in error["message"]

@@ -18,7 +18,7 @@ from schemathesis.checks import (
 )
 from schemathesis.core.result import Ok
 
-from tests.helpers import ServerProcess
+from tests.helpers import InProcessServer
 from tests.test_server_api import assert_error
 
 pytestmark = pytest.mark.engine
@@ -27,11 +27,11 @@ CHECKS = [not_a_server_error, content_type_conformance, response_schema_conforma
 EXAMPLES = 20
 
 
-def test_every_operation_answers_within_its_schema(main_server: ServerProcess) -> None:
+def test_every_operation_answers_within_its_schema(edge_server: InProcessServer) -> None:
     # Each operation's cases are drawn by Hypothesis from schemathesis' strategy for it
     # (schemathesis' own pytest plugin does not run on pytest 9 yet); every failure is
     # collected, so one run names all the operations that fail.
-    schema = schemathesis.openapi.from_url(f"{main_server.url}/openapi.json")
+    schema = schemathesis.openapi.from_url(f"{edge_server.url}/openapi.json")
     failures: dict[str, str] = {}
     operations = 0
     for found in schema.get_all_operations():
@@ -58,9 +58,9 @@ def test_every_operation_answers_within_its_schema(main_server: ServerProcess) -
     assert failures == {}
 
 
-def test_a_bad_header_is_named_as_a_header(main_server: ServerProcess) -> None:
+def test_a_bad_header_is_named_as_a_header(edge_server: InProcessServer) -> None:
     response = httpx.post(
-        f"{main_server.url}/translate",
+        f"{edge_server.url}/translate",
         json={"text": "Hello.", "source_lang": "en", "target_lang": "de"},
         headers={"X-Request-Timeout": "null"},
         timeout=60,

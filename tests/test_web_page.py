@@ -18,7 +18,7 @@ from selenium.webdriver.common.by import By
 from selenium.webdriver.support.select import Select
 from selenium.webdriver.support.wait import WebDriverWait
 
-from tests.helpers import ServerProcess
+from tests.helpers import InProcessServer
 
 CHROMIUM, CHROMEDRIVER = "/usr/bin/chromium", "/usr/bin/chromedriver"
 
@@ -53,10 +53,10 @@ def browser() -> Iterator[webdriver.Chrome]:
 
 
 def test_translate_swap_and_detect_in_a_browser(
-    browser: webdriver.Chrome, main_server: ServerProcess
+    browser: webdriver.Chrome, edge_server: InProcessServer
 ) -> None:
     wait = WebDriverWait(browser, 60)
-    browser.get(main_server.url + "/")
+    browser.get(edge_server.url + "/")
     wait.until(lambda d: len(Select(d.find_element(By.ID, "target")).options) > 3)
     source = Select(browser.find_element(By.ID, "source"))
     target = Select(browser.find_element(By.ID, "target"))

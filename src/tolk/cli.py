@@ -9,7 +9,7 @@ import os
 import socket
 import sys
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
@@ -20,6 +20,12 @@ from tolk.config import (
     load_config,
     require_model_directories,
 )
+
+if TYPE_CHECKING:
+    import uvicorn
+
+    from tolk.engine import LLMStarter
+    from tolk.server.lifecycle import Lifecycle
 
 app = typer.Typer(
     help="tolk: a self-hosted, high-throughput machine-translation server on vLLM.",
@@ -126,23 +132,41 @@ def _listen(host: str, port: int) -> socket.socket:
 
 def run_server(settings: TolkConfig) -> None:
     listening = _listen(settings.server.host, settings.server.port)
-    import uvicorn
-
-    from tolk.server.app import create_app
-    from tolk.server.lifecycle import EXIT_ENGINE_FAILED, WRITE_MARGIN
+    from tolk.server.lifecycle import EXIT_ENGINE_FAILED
 
     level = settings.server.log_level
     logging.basicConfig(
         level=level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s"
     )
-    application = create_app(settings)
+    server, lifecycle = tolk_server(settings)
+    server.run(sockets=[listening])
+    if not server.started:
+        sys.exit(1)
+    if lifecycle.failed is not None:
+        logging.getLogger("tolk.server").critical(
+            "exiting with status %d: %s", EXIT_ENGINE_FAILED, lifecycle.failed
+        )
+        sys.exit(EXIT_ENGINE_FAILED)
+
+
+def tolk_server(
+    settings: TolkConfig, starter: LLMStarter | None = None
+) -> tuple[uvicorn.Server, Lifecycle]:
+    """The uvicorn server of `tolk serve` around create_app(settings, starter=starter), and
+    the app's lifecycle; run it with `.run(sockets=...)`. Tests of the HTTP edge run it
+    in-process on a thread, with a stand-in engine (tolk.testing.fake_engine)."""
+    import uvicorn
+
+    from tolk.server.app import create_app
+    from tolk.server.lifecycle import WRITE_MARGIN
     from tolk.server.middleware import RedactQuery, refuse_connections_in_json
 
+    application = create_app(settings, starter=starter)
     # uvicorn's access log (on with --log-level debug) would show query strings, and
     # LibreTranslate clients put keys and text there (`/detect?q=...&api_key=...`).
     logging.getLogger("uvicorn.access").addFilter(RedactQuery())
 
-    lifecycle = application.state.lifecycle
+    lifecycle: Lifecycle = application.state.lifecycle
     server_settings = settings.server
     if server_settings.max_connections is not None:
         refuse_connections_in_json(server_settings.max_connections)
@@ -160,6 +184,7 @@ def run_server(settings: TolkConfig) -> None:
             lifecycle.begin_drain()
             await super().shutdown(sockets)
 
+    level = server_settings.log_level
     server = TolkServer(
         uvicorn.Config(
             application,
@@ -173,14 +198,7 @@ def run_server(settings: TolkConfig) -> None:
             backlog=server_settings.backlog,
         )
     )
-    server.run(sockets=[listening])
-    if not server.started:
-        sys.exit(1)
-    if lifecycle.failed is not None:
-        logging.getLogger("tolk.server").critical(
-            "exiting with status %d: %s", EXIT_ENGINE_FAILED, lifecycle.failed
-        )
-        sys.exit(EXIT_ENGINE_FAILED)
+    return server, lifecycle
 
 
 @app.command("make-test-model")

@@ -13,7 +13,7 @@ import itertools
 import logging
 import os
 import time
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass
 from typing import Any, Literal, Protocol
 
@@ -42,6 +42,33 @@ class Tokenizer(Protocol):
     def decode(self, token_ids: Any, skip_special_tokens: bool = False, **kwargs: Any) -> Any: ...
 
     def apply_chat_template(self, conversation: Any, **kwargs: Any) -> Any: ...
+
+
+class LLM(Protocol):
+    """What tolk uses of vLLM's AsyncLLM: the seam where a test puts a stand-in
+    (tolk.testing.fake_engine) under a real ModelEngine, so admission, budgets, tokenising,
+    states, fidelity checks and everything above them stay tolk's own code."""
+
+    @property
+    def errored(self) -> bool: ...
+
+    @property
+    def model_config(self) -> Any: ...
+
+    def generate(
+        self, prompt: Any, sampling_params: Any, request_id: str
+    ) -> AsyncIterator[Any]: ...
+
+    def shutdown(self) -> None: ...
+
+
+class LLMStarter(Protocol):
+    """Starts the LLM of one model (blocking) and says how many seconds that took: build_llm
+    (vLLM) in a server; a stand-in's in tests of the HTTP edge."""
+
+    def __call__(
+        self, settings: ModelSettings, metrics: EngineMetrics, *, models_sharing: int = 1
+    ) -> tuple[LLM, float]: ...
 
 
 class EngineStartError(Exception):
@@ -174,7 +201,7 @@ EngineState = Literal["ready", "dead", "restarting", "failed"]
 
 def build_llm(
     settings: ModelSettings, metrics: EngineMetrics, *, models_sharing: int = 1
-) -> tuple[Any, float]:
+) -> tuple[LLM, float]:
     """A started AsyncLLM for `settings` and the seconds its start took (blocks for the
     engine's start-up, ~15-25 s on CPU). Its `vllm:*` metrics are adopted into `metrics`."""
     from vllm.engine.arg_utils import AsyncEngineArgs
@@ -219,11 +246,17 @@ class ModelEngine:
     """A configured model and the AsyncLLM that serves it."""
 
     def __init__(
-        self, settings: ModelSettings, llm: Any, start_seconds: float = 0.0, models_sharing: int = 1
+        self,
+        settings: ModelSettings,
+        llm: LLM,
+        start_seconds: float = 0.0,
+        models_sharing: int = 1,
+        starter: LLMStarter = build_llm,
     ) -> None:
         self.settings = settings
         self.name = settings.name
         self._llm = llm
+        self.starter = starter  # what a restart starts the next LLM with
         self.tokenizer = load_tokenizer(settings)
         tokenizer = self.tokenizer
         self.budgets = Budgets(
@@ -247,11 +280,16 @@ class ModelEngine:
 
     @classmethod
     def start(
-        cls, settings: ModelSettings, metrics: EngineMetrics, *, models_sharing: int = 1
+        cls,
+        settings: ModelSettings,
+        metrics: EngineMetrics,
+        *,
+        models_sharing: int = 1,
+        starter: LLMStarter = build_llm,
     ) -> ModelEngine:
         """Start the engine (blocks for the engine's start-up, ~15-25 s on CPU)."""
-        llm, seconds = build_llm(settings, metrics, models_sharing=models_sharing)
-        return cls(settings, llm, seconds, models_sharing)
+        llm, seconds = starter(settings, metrics, models_sharing=models_sharing)
+        return cls(settings, llm, seconds, models_sharing, starter)
 
     @property
     def state(self) -> EngineState:
@@ -270,7 +308,7 @@ class ModelEngine:
     def mark_failed(self) -> None:
         self._state = "failed"
 
-    def replace(self, llm: Any, seconds: float) -> None:
+    def replace(self, llm: LLM, seconds: float) -> None:
         """Serve from a freshly started AsyncLLM (the old one is shut down by then)."""
         self._llm = llm
         self.start_seconds = seconds

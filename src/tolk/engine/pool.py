@@ -9,7 +9,7 @@ from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 from tolk.config import ModelSettings
-from tolk.engine.engine import ModelEngine
+from tolk.engine.engine import LLMStarter, ModelEngine, build_llm
 from tolk.engine.metrics import EngineMetrics
 from tolk.errors import Overloaded, UnknownModel, UnsupportedLanguagePair
 from tolk.languages import Pair, serves
@@ -58,13 +58,22 @@ class ModelPool:
             self.requests_inside -= 1
 
     @classmethod
-    def start(cls, models: Sequence[ModelSettings], metrics: EngineMetrics) -> ModelPool:
+    def start(
+        cls,
+        models: Sequence[ModelSettings],
+        metrics: EngineMetrics,
+        starter: LLMStarter = build_llm,
+    ) -> ModelPool:
         """Start every model's engine, one after another (they share the machine's cores).
         If one fails, those already started are shut down before the error propagates."""
         started: list[ModelEngine] = []
         try:
             for settings in models:
-                started.append(ModelEngine.start(settings, metrics, models_sharing=len(models)))
+                started.append(
+                    ModelEngine.start(
+                        settings, metrics, models_sharing=len(models), starter=starter
+                    )
+                )
         except BaseException:
             for engine in started:
                 engine.shutdown()

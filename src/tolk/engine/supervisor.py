@@ -25,9 +25,8 @@ import time
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import Any
 
-from tolk.engine.engine import EngineStartError, ModelEngine, build_llm
+from tolk.engine.engine import LLM, EngineStartError, ModelEngine
 from tolk.engine.metrics import EngineMetrics
 from tolk.engine.pool import ModelPool
 
@@ -48,7 +47,7 @@ class RestartPolicy:
         return float(min(self.backoff * 2**restarts_in_window, self.backoff_max))
 
 
-def _shut_down_unused(future: Future[tuple[Any, float]]) -> None:
+def _shut_down_unused(future: Future[tuple[LLM, float]]) -> None:
     if not future.cancelled() and future.exception() is None:
         future.result()[0].shutdown()
 
@@ -59,11 +58,11 @@ class Starter:
     def __init__(self) -> None:
         self._executor = ThreadPoolExecutor(1, thread_name_prefix="tolk-engine-start")
 
-    async def build(self, engine: ModelEngine, metrics: EngineMetrics) -> tuple[Any, float]:
+    async def build(self, engine: ModelEngine, metrics: EngineMetrics) -> tuple[LLM, float]:
         """A new AsyncLLM for `engine`. If the caller is cancelled (the server stops during a
         restart), the engine still being started is shut down as soon as it is up."""
         future = self._executor.submit(
-            build_llm, engine.settings, metrics, models_sharing=engine.models_sharing
+            engine.starter, engine.settings, metrics, models_sharing=engine.models_sharing
         )
         try:
             return await asyncio.wrap_future(future)

@@ -17,7 +17,15 @@ from fastapi.staticfiles import StaticFiles
 import tolk
 from tolk import languages
 from tolk.config import TolkConfig
-from tolk.engine import EngineMetrics, ModelEngine, ModelPool, lineage, vllm_compat
+from tolk.engine import (
+    EngineMetrics,
+    LLMStarter,
+    ModelEngine,
+    ModelPool,
+    build_llm,
+    lineage,
+    vllm_compat,
+)
 from tolk.engine.supervisor import RestartPolicy, Supervisor
 from tolk.keys import SYNC_SECONDS, KeyStore
 from tolk.server.access import Access
@@ -88,7 +96,9 @@ async def sync_store(store: KeyStore) -> None:
             log.error("the key store could not be synced (retried): %s", exc)
 
 
-def create_app(config: TolkConfig) -> FastAPI:
+def create_app(config: TolkConfig, *, starter: LLMStarter | None = None) -> FastAPI:
+    """The app of `tolk serve`. `starter` starts each model's LLM: vLLM's (the default), or
+    a stand-in's (tolk.testing.fake_engine) for tests of the HTTP edge, in-process."""
     engine_metrics = EngineMetrics()
     metrics = ServiceMetrics(engine_metrics)
     lifecycle = Lifecycle(config.server.shutdown_grace)
@@ -99,10 +109,12 @@ def create_app(config: TolkConfig) -> FastAPI:
     @contextlib.asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         begun = time.monotonic()
-        # Engines started from here on die with this process, however it ends.
-        lineage.bind_engines_to_this_process()
-        pool = ModelPool.start(config.models, engine_metrics)
-        vllm_compat.cache_envs()
+        if starter is None:
+            # Engines started from here on die with this process, however it ends.
+            lineage.bind_engines_to_this_process()
+        pool = ModelPool.start(config.models, engine_metrics, starter or build_llm)
+        if starter is None:
+            vllm_compat.cache_envs()
         app.state.pool = pool
         metrics.start_models(pool.engines)
         glossaries = {

@@ -1,0 +1,105 @@
+"""A stand-in for vLLM's AsyncLLM, named so: for tests of the HTTP edge, in-process.
+
+It sits under a real `ModelEngine` (through the `LLMStarter` seam, tolk.engine.engine), so
+everything tolk does around an engine request runs as in a server: admission, budgets,
+tokenising, prompts, segmenting, fidelity checks, the compatible APIs, errors, limits. What
+it leaves out is the engine itself: continuous batching, real aborts, restarts of real
+processes, vLLM's metrics. Those keep their tests against the real engine.
+
+Its output imitates the random test model (tolk.testing.model): every request generates
+exactly its `max_tokens` of ordinary tokens (token salad, which can contain `<`, `&`, `*`,
+`` ` `` and `[`), deterministically from the prompt, so that tests of what tolk returns see
+the same kind of text as with the real test model, in microseconds instead of an engine's
+start-up and steps.
+
+Faults can be injected (`die`), as a stand-in may: the engine then reports itself errored
+and its requests fail as vLLM's do when its EngineCore has died.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import random
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
+from typing import Any
+
+from tolk.config import ModelSettings
+from tolk.engine import LLM, EngineMetrics
+
+
+@dataclass(frozen=True)
+class FakeCompletion:
+    token_ids: list[int]
+    finish_reason: str
+
+
+@dataclass(frozen=True)
+class FakeOutput:
+    outputs: list[FakeCompletion]
+    finished: bool = True
+
+
+@dataclass(frozen=True)
+class FakeModelConfig:
+    max_model_len: int
+
+
+@dataclass
+class FakeLLM:
+    """Answers every request with `max_tokens` tokens drawn from `vocabulary`, seeded by the
+    prompt (and, for `n` > 1, the output's index: sampled candidates differ)."""
+
+    model_config: FakeModelConfig
+    vocabulary: list[int]
+    requests: int = 0  # engine requests answered, for tests that count them
+    _dead: bool = field(default=False, repr=False)
+
+    @property
+    def errored(self) -> bool:
+        return self._dead
+
+    def die(self) -> None:
+        """Fail from now on, as an engine whose EngineCore died."""
+        self._dead = True
+
+    async def generate(
+        self, prompt: Any, sampling_params: Any, request_id: str
+    ) -> AsyncIterator[FakeOutput]:
+        from vllm.v1.engine.exceptions import EngineDeadError
+
+        if self._dead:
+            raise EngineDeadError("the fake engine was told to die")
+        await asyncio.sleep(0)  # a request is a task switch, as in the real front end
+        prompt_ids = list(prompt["prompt_token_ids"])
+        seed = hashlib.sha256(repr(prompt_ids).encode()).digest()
+        completions = []
+        for index in range(sampling_params.n):
+            rng = random.Random(seed + bytes([index % 256]))
+            tokens = rng.choices(self.vocabulary, k=sampling_params.max_tokens)
+            completions.append(FakeCompletion(tokens, "length"))
+        self.requests += 1
+        yield FakeOutput(completions)
+
+    def shutdown(self) -> None:
+        self._dead = True
+
+
+@dataclass
+class FakeEngines:
+    """An `LLMStarter` that starts FakeLLMs; `started` keeps them by model name."""
+
+    started: dict[str, FakeLLM] = field(default_factory=dict)
+
+    def __call__(
+        self, settings: ModelSettings, metrics: EngineMetrics, *, models_sharing: int = 1
+    ) -> tuple[LLM, float]:
+        from transformers import AutoTokenizer
+
+        tokenizer = AutoTokenizer.from_pretrained(str(settings.path))
+        special = set(tokenizer.all_special_ids)
+        vocabulary = [i for i in range(len(tokenizer)) if i not in special]
+        llm = FakeLLM(FakeModelConfig(settings.engine.max_model_len or 4096), vocabulary)
+        self.started[settings.name] = llm
+        return llm, 0.0
