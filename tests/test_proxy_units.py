@@ -10,8 +10,8 @@ import aiohttp
 import pytest
 
 from tolk.config import ConfigError
+from tolk.proxy.attempts import Attempt, Forwarder
 from tolk.proxy.config import BreakerSettings, HealthSettings, ProxyConfig, load_proxy_config
-from tolk.proxy.forward import Attempt, Forwarder
 from tolk.proxy.metrics import ProxyMetrics
 from tolk.proxy.routing import Route, route_of
 from tolk.proxy.upstream import Circuit, CircuitBreaker, ModelInfo, Upstream

@@ -12,7 +12,7 @@ import contextlib
 import logging
 import time
 from collections import OrderedDict
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
 import aiohttp
@@ -24,8 +24,9 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 import tolk
 from tolk.languages import lang
+from tolk.proxy.attempts import Forwarder
 from tolk.proxy.config import ProxyConfig
-from tolk.proxy.forward import Forwarder, forward
+from tolk.proxy.forward import ProxyState, forward
 from tolk.proxy.metrics import ProxyMetrics
 from tolk.proxy.upstream import Upstream
 from tolk.proxy.upstreams import UpstreamPool
@@ -37,7 +38,8 @@ log = logging.getLogger("tolk.proxy")
 
 
 def create_proxy_app(config: ProxyConfig) -> FastAPI:
-    state: dict[str, Any] = {}
+    """The proxy's FastAPI app: its lifespan holds the upstream pool and one pooled HTTP
+    client (ProxyState, at app.state.proxy); forwarded routes and the proxy's own."""
 
     @contextlib.asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
@@ -49,13 +51,8 @@ def create_proxy_app(config: ProxyConfig) -> FastAPI:
         pool = UpstreamPool(config, session)
         metrics = ProxyMetrics(pool)
         pool.listeners.append(_log_event(metrics))
-        state.update(
-            pool=pool,
-            metrics=metrics,
-            forwarder=Forwarder(config, pool, session, metrics),
-            sticky=OrderedDict(),
-        )
-        app.state.pool, app.state.metrics = pool, metrics
+        forwarder = Forwarder(config, pool, session, metrics)
+        app.state.proxy = ProxyState(config, pool, forwarder, metrics, OrderedDict())
         lang("en")  # load langcodes' data now, not on the first request
         await pool.start()
         log.info(
@@ -77,49 +74,73 @@ def create_proxy_app(config: ProxyConfig) -> FastAPI:
         lifespan=lifespan,
     )
     install_error_handlers(app)
+    _own_routes(app, config)  # before the forwarding routes' catch-all
+    app.state.translate = _forwarding_routes(app)
+    return app
+
+
+async def _forwarded(app: FastAPI, request: Request, label: str) -> Response:
+    """Forward, and count the request and its latency under `label`. (`app` is passed, not
+    read from the request: FastPath's requests never went through FastAPI.)"""
+    started = time.perf_counter()
+    state: ProxyState = app.state.proxy
+    response = await forward(request, request.state.request_id, state)
+    state.metrics.requests.labels(label, str(response.status_code)).inc()
+    state.metrics.latency.labels(label).observe(time.perf_counter() - started)
+    return response
+
+
+def _forwarding_routes(app: FastAPI) -> Callable[[Request], Awaitable[Response]]:
+    """/translate and every other path the servers answer; returns /translate's handler
+    (FastPath calls it directly)."""
 
     @app.post("/translate", summary="Forwarded to an upstream serving the pair")
     async def translate(request: Request) -> Response:
-        started = time.perf_counter()
-        request_id: str = request.state.request_id
-        metrics: ProxyMetrics = state["metrics"]
-        response = await forward(request, request_id, state, config)
-        metrics.requests.labels("/translate", str(response.status_code)).inc()
-        metrics.latency.labels("/translate").observe(time.perf_counter() - started)
-        return response
+        return await _forwarded(app, request, "/translate")
+
+    @app.api_route(
+        "/{path:path}", methods=["GET", "POST", "DELETE", "OPTIONS"], include_in_schema=False
+    )
+    async def forwarded(request: Request, path: str) -> Response:
+        """Everything else the servers answer: DeepL's /v2/..., LibreTranslate's paths,
+        /detect, /translate/file, the web page; routed like /translate when it names a pair."""
+        if not served_by_upstreams(request.url.path):
+            raise StarletteHTTPException(404)
+        return await _forwarded(app, request, "/" + path.split("/", 1)[0])
+
+    return translate
+
+
+def models_served(pool: UpstreamPool) -> list[dict[str, Any]]:
+    """Every model some upstream serves: its pairs and languages across upstreams, whether
+    any of them can take work, and which upstreams have it."""
+    models: dict[str, dict[str, Any]] = {}
+    for upstream in pool.upstreams.values():
+        for info in upstream.models.values():
+            entry = models.setdefault(
+                info.name,
+                {**info.raw, "pairs": set(), "languages": set(), "ready": False, "upstreams": []},
+            )
+            entry["pairs"] |= info.pairs
+            entry["languages"] |= set(info.raw.get("languages", []))
+            entry["ready"] = entry["ready"] or upstream.available()
+            entry["upstreams"].append(upstream.url)
+    return [
+        {**m, "pairs": sorted(m["pairs"]), "languages": sorted(m["languages"])}
+        for m in models.values()
+    ]
+
+
+def _own_routes(app: FastAPI, config: ProxyConfig) -> None:
+    """/models, /upstreams, /health, /ready and /metrics: answered by the proxy itself."""
 
     @app.get("/models", summary="Every pair some upstream serves, by model")
-    async def languages() -> JSONResponse:
-        pool: UpstreamPool = state["pool"]
-        models: dict[str, dict[str, Any]] = {}
-        for upstream in pool.upstreams.values():
-            for info in upstream.models.values():
-                entry = models.setdefault(
-                    info.name,
-                    {
-                        **info.raw,
-                        "pairs": set(),
-                        "languages": set(),
-                        "ready": False,
-                        "upstreams": [],
-                    },
-                )
-                entry["pairs"] |= info.pairs
-                entry["languages"] |= set(info.raw.get("languages", []))
-                entry["ready"] = entry["ready"] or upstream.available()
-                entry["upstreams"].append(upstream.url)
-        return JSONResponse(
-            {
-                "models": [
-                    {**m, "pairs": sorted(m["pairs"]), "languages": sorted(m["languages"])}
-                    for m in models.values()
-                ]
-            }
-        )
+    async def languages(request: Request) -> JSONResponse:
+        return JSONResponse({"models": models_served(request.app.state.proxy.pool)})
 
     @app.get("/upstreams", summary="Each upstream's pairs, health and load")
-    async def upstreams() -> JSONResponse:
-        pool: UpstreamPool = state["pool"]
+    async def upstreams(request: Request) -> JSONResponse:
+        pool: UpstreamPool = request.app.state.proxy.pool
         return JSONResponse({"upstreams": [u.describe() for u in pool.upstreams.values()]})
 
     @app.get("/health", summary="The proxy process is alive")
@@ -128,7 +149,7 @@ def create_proxy_app(config: ProxyConfig) -> FastAPI:
 
     @app.get("/ready", summary="At least one upstream is healthy")
     async def ready(request: Request) -> JSONResponse:
-        pool: UpstreamPool = state["pool"]
+        pool: UpstreamPool = request.app.state.proxy.pool
         healthy = [u.url for u in pool.upstreams.values() if u.up]
         if not healthy:
             return error_response(
@@ -141,28 +162,9 @@ def create_proxy_app(config: ProxyConfig) -> FastAPI:
         return JSONResponse({"status": "ready", "healthy_upstreams": healthy})
 
     @app.get("/metrics", summary="Prometheus metrics of the proxy")
-    async def metrics_endpoint() -> Response:
-        metrics: ProxyMetrics = state["metrics"]
+    async def metrics_endpoint(request: Request) -> Response:
+        metrics: ProxyMetrics = request.app.state.proxy.metrics
         return Response(metrics.exposition(), media_type=CONTENT_TYPE_LATEST)
-
-    @app.api_route(
-        "/{path:path}", methods=["GET", "POST", "DELETE", "OPTIONS"], include_in_schema=False
-    )
-    async def forwarded(request: Request, path: str) -> Response:
-        """Everything else the servers answer: DeepL's /v2/..., LibreTranslate's paths,
-        /detect, /translate/file, the web page; routed like /translate when it names a pair."""
-        if not served_by_upstreams(request.url.path):
-            raise StarletteHTTPException(404)
-        started = time.perf_counter()
-        metrics: ProxyMetrics = state["metrics"]
-        response = await forward(request, request.state.request_id, state, config)
-        label = "/" + path.split("/", 1)[0]
-        metrics.requests.labels(label, str(response.status_code)).inc()
-        metrics.latency.labels(label).observe(time.perf_counter() - started)
-        return response
-
-    app.state.translate = translate
-    return app
 
 
 def proxy_asgi(config: ProxyConfig) -> ASGIApp:

@@ -14,7 +14,7 @@ from tolk.proxy.upstreams import UpstreamPool
 from tolk.wire.errors import Api, error_response
 
 if TYPE_CHECKING:  # forward imports this module
-    from tolk.proxy.forward import Attempt
+    from tolk.proxy.attempts import Attempt
 
 
 def too_large(limit: int, request_id: str, api: Api) -> Response:

@@ -96,58 +96,60 @@ async def sync_store(store: KeyStore) -> None:
             log.error("the key store could not be synced (retried): %s", exc)
 
 
-def create_app(config: TolkConfig, *, starter: LLMStarter | None = None) -> FastAPI:
-    """The app of `tolk serve`. `starter` starts each model's LLM: vLLM's (the default), or
-    a stand-in's (tolk.testing.fake_engine) for tests of the HTTP edge, in-process."""
-    engine_metrics = EngineMetrics()
-    metrics = ServiceMetrics(engine_metrics)
-    lifecycle = Lifecycle(config.server.shutdown_grace)
-    store = KeyStore(config.access.db)
-    access = Access(store, config.access.require_key, config.access.anonymous_rate)
-    documents = DocumentStore()
+def build_translator(config: TolkConfig, pool: ModelPool, store: KeyStore) -> Translator:
+    """The translation service over `pool`, with the configured glossaries and those made
+    through DeepL's API (kept in the key store, which other servers may share)."""
+    glossaries = {
+        name: NamedGlossary(g.source_lang, g.target_lang, g.entries)
+        for name, g in config.glossaries.items()
+    }
 
-    @contextlib.asynccontextmanager
-    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+    def find_glossary(glossary_id: str) -> NamedGlossary | None:
+        found = store.glossary(glossary_id)
+        if found is None:
+            return None
+        return NamedGlossary(found.source_lang, found.target_lang, found.entries)
+
+    s = config.server
+    limits = Limits(s.max_request_chars, s.max_texts, s.max_file_chars, s.segment_timeout)
+    return Translator(pool, limits, glossaries, find_glossary=find_glossary)
+
+
+class ServerParts:
+    """What one server holds for its life: made with the app, started and stopped by its
+    lifespan (the engines, the service, the supervisor and the background samplers)."""
+
+    def __init__(self, config: TolkConfig, starter: LLMStarter | None) -> None:
+        self.config = config
+        self.starter = starter
+        self.engine_metrics = EngineMetrics()
+        self.metrics = ServiceMetrics(self.engine_metrics)
+        self.lifecycle = Lifecycle(config.server.shutdown_grace)
+        self.store = KeyStore(config.access.db)
+        self.access = Access(self.store, config.access.require_key, config.access.anonymous_rate)
+        self.documents = DocumentStore()
+        self._background: list[asyncio.Task[None]] = []
+
+    def start(self, app: FastAPI) -> None:
+        """Start the engines (blocking: their start-up), then what runs beside them."""
         begun = time.monotonic()
-        if starter is None:
+        real = self.starter is None
+        if real:
             # Engines started from here on die with this process, however it ends.
             lineage.bind_engines_to_this_process()
-        pool = ModelPool.start(config.models, engine_metrics, starter or build_llm)
-        if starter is None:
+        pool = ModelPool.start(self.config.models, self.engine_metrics, self.starter or build_llm)
+        if real:
             vllm_compat.cache_envs()
-        app.state.pool = pool
-        metrics.start_models(pool.engines)
-        glossaries = {
-            name: NamedGlossary(g.source_lang, g.target_lang, g.entries)
-            for name, g in config.glossaries.items()
-        }
-
-        def find_glossary(glossary_id: str) -> NamedGlossary | None:
-            """One made through DeepL's API (kept in the key store, which other servers
-            may share)."""
-            found = store.glossary(glossary_id)
-            if found is None:
-                return None
-            return NamedGlossary(found.source_lang, found.target_lang, found.entries)
-
-        translator = Translator(
-            pool,
-            Limits(
-                config.server.max_request_chars,
-                config.server.max_texts,
-                config.server.max_file_chars,
-                config.server.segment_timeout,
-            ),
-            glossaries,
-            find_glossary=find_glossary,
-        )
-        app.state.calls = Calls(config, translator, lifecycle, metrics, access)
-        supervisor = supervise(pool, config, engine_metrics, lifecycle)
-        background = [
-            asyncio.create_task(supervisor.run()),
-            asyncio.create_task(sample_concurrency(pool, metrics)),
-            asyncio.create_task(sync_store(store)),
-            asyncio.create_task(watch_loop(metrics)),
+        app.state.pool = self.pool = pool
+        self.metrics.start_models(pool.engines)
+        translator = build_translator(self.config, pool, self.store)
+        app.state.calls = Calls(self.config, translator, self.lifecycle, self.metrics, self.access)
+        self.supervisor = supervise(pool, self.config, self.engine_metrics, self.lifecycle)
+        self._background = [
+            asyncio.create_task(self.supervisor.run()),
+            asyncio.create_task(sample_concurrency(pool, self.metrics)),
+            asyncio.create_task(sync_store(self.store)),
+            asyncio.create_task(watch_loop(self.metrics)),
         ]
         languages.warm(t for e in pool.engines for t in e.settings.coverage.tags())
         # Everything allocated so far (vLLM, torch, transformers, the tokenizers) lives as long
@@ -161,18 +163,31 @@ def create_app(config: TolkConfig, *, starter: LLMStarter | None = None) -> Fast
             time.monotonic() - begun,
             ", ".join(e.name for e in pool.engines),
         )
+
+    async def stop(self) -> None:
+        for task in self._background:
+            task.cancel()
+        await asyncio.gather(*self._background, return_exceptions=True)
+        await self.documents.close()
+        self.pool.shutdown()
+        self.supervisor.close()
+        self.store.sync()  # the last usage counts
+        self.store.close()
+        log.info("engines shut down")
+
+
+def create_app(config: TolkConfig, *, starter: LLMStarter | None = None) -> FastAPI:
+    """The app of `tolk serve`. `starter` starts each model's LLM: vLLM's (the default), or
+    a stand-in's (tolk.testing.fake_engine) for tests of the HTTP edge, in-process."""
+    parts = ServerParts(config, starter)
+
+    @contextlib.asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        parts.start(app)
         try:
             yield
         finally:
-            for task in background:
-                task.cancel()
-            await asyncio.gather(*background, return_exceptions=True)
-            await documents.close()
-            pool.shutdown()
-            supervisor.close()
-            store.sync()  # the last usage counts
-            store.close()
-            log.info("engines shut down")
+            await parts.stop()
 
     app = FastAPI(
         title="tolk",
@@ -180,24 +195,22 @@ def create_app(config: TolkConfig, *, starter: LLMStarter | None = None) -> Fast
         summary="Self-hosted, high-throughput machine translation on vLLM",
         lifespan=lifespan,
     )
-    app.state.metrics = metrics
-    app.state.lifecycle = lifecycle
-    app.state.documents = documents
+    app.state.metrics = parts.metrics
+    app.state.lifecycle = parts.lifecycle
+    app.state.documents = parts.documents
     install_error_handlers(app)
-    app.include_router(router)
-    app.include_router(deepl.router)
-    app.include_router(libretranslate.router)
-    app.include_router(web.router)
+    for api in (router, deepl.router, libretranslate.router, web.router):
+        app.include_router(api)
     app.mount("/static", StaticFiles(packages=[("tolk.server", "static")]), name="static")
     # add_middleware wraps: the last added is outermost.
-    file_bytes = int(config.server.max_file_bytes)
+    server = config.server
     app.add_middleware(
         BodySizeLimit,
-        max_bytes=int(config.server.max_body_bytes),
-        per_path=dict.fromkeys(FILE_PATHS, file_bytes),
+        max_bytes=int(server.max_body_bytes),
+        per_path=dict.fromkeys(FILE_PATHS, int(server.max_file_bytes)),
     )
-    app.add_middleware(Shedding, metrics=metrics)
-    app.add_middleware(ApiDispatch, max_peek=int(config.server.max_body_bytes))
-    app.add_middleware(BodyTimeout, seconds=config.server.body_timeout)
-    app.add_middleware(RequestAccounting, metrics=metrics)
+    app.add_middleware(Shedding, metrics=parts.metrics)
+    app.add_middleware(ApiDispatch, max_peek=int(server.max_body_bytes))
+    app.add_middleware(BodyTimeout, seconds=server.body_timeout)
+    app.add_middleware(RequestAccounting, metrics=parts.metrics)
     return app

@@ -27,7 +27,32 @@ class ServiceMetrics:
 
     def __init__(self, engine_metrics: EngineMetrics, gpu: GpuCollector | None = None) -> None:
         self.registry = CollectorRegistry(auto_describe=True)
-        r = self.registry
+        self._http(self.registry)
+        self._workload(self.registry)
+        self._checks(self.registry)
+        self.engines = EngineStates()
+        self.registry.register(self.engines)
+        self.own = (
+            self.requests,
+            self.latency,
+            self.in_flight,
+            self.overhead,
+            self.texts,
+            self.characters,
+            self.concurrency,
+            self.source_tokens,
+            self.output_tokens,
+            self.rejections,
+            self.engines,
+            self.loop_stall,
+        )
+        self.engine_metrics = engine_metrics
+        self.registry.register(engine_metrics)
+        self.gpu = gpu if gpu is not None else GpuCollector()
+        self.registry.register(self.gpu)
+
+    def _http(self, r: CollectorRegistry) -> None:
+        """Requests, their latency and overhead, the event loop's stalls."""
         self.requests = Counter(
             "tolk_requests", "HTTP requests by route and status.", ["route", "status"], registry=r
         )
@@ -49,6 +74,17 @@ class ServiceMetrics:
             buckets=OVERHEAD_BUCKETS,
             registry=r,
         )
+        self.loop_stall = Histogram(
+            "tolk_event_loop_stall_seconds",
+            f"How late the event loop woke a {LOOP_SAMPLE_INTERVAL * 1000:g} ms sleep, sampled "
+            "continuously: the longest time one piece of work held the loop (every other "
+            "request waits that long).",
+            buckets=STALL_BUCKETS,
+            registry=r,
+        )
+
+    def _workload(self, r: CollectorRegistry) -> None:
+        """What was translated, and the workload's shape `tolk tune` reads."""
         self.texts = Counter(
             "tolk_texts_translated", "Texts translated, by model.", ["model"], registry=r
         )
@@ -88,6 +124,9 @@ class ServiceMetrics:
             ["model"],
             registry=r,
         )
+
+    def _checks(self, r: CollectorRegistry) -> None:
+        """What the output checks found, retried and flagged."""
         self.output_problems = Counter(
             "tolk_output_problems",
             "Segments whose first output the checks found a problem in (off_target, "
@@ -110,34 +149,6 @@ class ServiceMetrics:
             ["model", "code"],
             registry=r,
         )
-        self.engines = EngineStates()
-        r.register(self.engines)
-        self.loop_stall = Histogram(
-            "tolk_event_loop_stall_seconds",
-            f"How late the event loop woke a {LOOP_SAMPLE_INTERVAL * 1000:g} ms sleep, sampled "
-            "continuously: the longest time one piece of work held the loop (every other "
-            "request waits that long).",
-            buckets=STALL_BUCKETS,
-            registry=r,
-        )
-        self.own = (
-            self.requests,
-            self.latency,
-            self.in_flight,
-            self.overhead,
-            self.texts,
-            self.characters,
-            self.concurrency,
-            self.source_tokens,
-            self.output_tokens,
-            self.rejections,
-            self.engines,
-            self.loop_stall,
-        )
-        self.engine_metrics = engine_metrics
-        r.register(engine_metrics)
-        self.gpu = gpu if gpu is not None else GpuCollector()
-        r.register(self.gpu)
 
     def start_models(self, engines: Sequence[ModelEngine]) -> None:
         """Watch these engines; every per-model counter gets its series (at 0) now, so

@@ -146,22 +146,35 @@ async def translate(request: Request, calls: CallsDep) -> Response:
     result = await calls.run(request, caller, sum(len(t) for t in texts), work)
     if result is None:
         return Response(status_code=CLIENT_CLOSED)
-    response: dict[str, Any] = {}
-    if isinstance(q, list):
-        response["translatedText"] = result.texts
-        if source is None:
-            response["detectedLanguage"] = [_detected(result, i) for i in range(len(texts))]
-        if int(alternatives) > 0:
-            response["alternatives"] = [[] for _ in texts]
-    else:
-        response["translatedText"] = result.texts[0]
-        if source is None:
-            response["detectedLanguage"] = _detected(result, 0)
-        if int(alternatives) > 0:
-            response["alternatives"] = []
-    answer = JSONResponse(response)
+    answer = JSONResponse(
+        _translated(
+            result,
+            listed=isinstance(q, list),
+            detected=source is None,
+            alternatives=int(alternatives) > 0,
+        )
+    )
     calls.record(request, answer.headers, result, len(texts))
     return answer
+
+
+def _translated(
+    result: Translation, *, listed: bool, detected: bool, alternatives: bool
+) -> dict[str, Any]:
+    """LibreTranslate's body: one text's fields, or lists of them when `q` was a list."""
+    if not listed:
+        response: dict[str, Any] = {"translatedText": result.texts[0]}
+        if detected:
+            response["detectedLanguage"] = _detected(result, 0)
+        if alternatives:
+            response["alternatives"] = []
+        return response
+    response = {"translatedText": result.texts}
+    if detected:
+        response["detectedLanguage"] = [_detected(result, i) for i in range(len(result.texts))]
+    if alternatives:
+        response["alternatives"] = [[] for _ in result.texts]
+    return response
 
 
 @router.post(

@@ -1,0 +1,219 @@
+"""Trying upstreams for one request: the least-loaded healthy one for its route first,
+retried on another when one cannot take it (its status or error code says so), each attempt
+accounted to its upstream."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import time
+from dataclasses import dataclass
+
+import aiohttp
+
+from tolk.proxy.config import ProxyConfig
+from tolk.proxy.metrics import ProxyMetrics
+from tolk.proxy.routing import TRANSLATE, Target
+from tolk.proxy.upstream import Upstream
+from tolk.proxy.upstreams import UpstreamPool
+from tolk.wire.endpoints import CORS
+from tolk.wire.errors import ERROR_CODE_HEADER
+
+log = logging.getLogger("tolk.proxy")
+
+# Statuses an upstream answers when it cannot take a request now; another may.
+RETRYABLE_CODES = {"overloaded", "shutting_down", "engine_unavailable", "engine_restarting"}
+# Codes after which the upstream gets nothing new for its Retry-After (capped at 30 s).
+COOLING_CODES = {"overloaded", "engine_restarting"}
+# Upstream response headers the client gets (lower-cased), besides the body.
+PASSED_HEADERS = frozenset(
+    {
+        "content-type",
+        "content-disposition",
+        "retry-after",
+        "x-request-id",
+        "server-timing",
+        "x-tolk-error-code",
+        "x-tolk-segments",
+        "x-tolk-detected-source-lang",
+        *(name.decode() for name, _ in CORS),
+    }
+)
+
+
+# Request headers a forwarded request keeps (besides the body).
+FORWARDED_HEADERS = frozenset({"content-type", "authorization", "accept", "x-api-key"})
+
+
+@dataclass
+class Attempt:
+    """What one try at an upstream produced: a response, or a failure before one."""
+
+    upstream: Upstream
+    seconds: float
+    status: int = 0
+    body: bytes = b""
+    headers: dict[str, str] | None = None
+    failure: str | None = None  # connect | reset | timeout
+    detail: str = ""
+
+    def error_code(self) -> str | None:
+        """The upstream's error code: its header (any API's error), else the body's."""
+        if self.headers and ERROR_CODE_HEADER.lower() in self.headers:
+            return self.headers[ERROR_CODE_HEADER.lower()]
+        try:
+            error = json.loads(self.body).get("error")
+        except (ValueError, AttributeError):
+            return None
+        return str(error.get("code")) if isinstance(error, dict) else None
+
+
+class Forwarder:
+    def __init__(
+        self,
+        config: ProxyConfig,
+        pool: UpstreamPool,
+        session: aiohttp.ClientSession,
+        metrics: ProxyMetrics,
+    ) -> None:
+        self.config = config
+        self.pool = pool
+        self.session = session
+        self.metrics = metrics
+
+    async def attempt(
+        self,
+        upstream: Upstream,
+        body: bytes,
+        request_id: str,
+        remaining: float,
+        target: Target = TRANSLATE,
+    ) -> Attempt:
+        headers = {
+            **dict(target.headers),
+            "X-Request-ID": request_id,
+            # The upstream stops the work itself when the proxy's deadline passes.
+            "X-Request-Timeout": f"{remaining:.3f}",
+        }
+        upstream.outstanding += 1
+        upstream.breaker.attempt()
+        started = time.perf_counter()
+        responded = False
+        try:
+            async with self.session.request(
+                target.method,
+                f"{upstream.url}{target.path}",
+                data=body,
+                headers=headers,
+                timeout=aiohttp.ClientTimeout(total=remaining),
+            ) as response:
+                responded = True
+                payload = await response.read()
+                return Attempt(
+                    upstream,
+                    time.perf_counter() - started,
+                    response.status,
+                    payload,
+                    {
+                        k.lower(): v
+                        for k, v in response.headers.items()
+                        if k.lower() in PASSED_HEADERS
+                    },
+                )
+        except asyncio.CancelledError:
+            upstream.breaker.abandon()
+            raise
+        except TimeoutError:
+            return Attempt(upstream, time.perf_counter() - started, failure="timeout")
+        except aiohttp.ClientConnectorError as exc:
+            return Attempt(
+                upstream, time.perf_counter() - started, failure="connect", detail=str(exc)
+            )
+        except (aiohttp.ClientError, OSError) as exc:
+            # A reset before any response is safe to retry (translations are idempotent);
+            # one in the middle of a response is not retried: the upstream did the work.
+            kind = "reset" if not responded else "broken_response"
+            return Attempt(
+                upstream,
+                time.perf_counter() - started,
+                failure=kind,
+                detail=f"{type(exc).__name__}: {exc}",
+            )
+        finally:
+            upstream.outstanding -= 1
+
+    def judge(self, attempt: Attempt) -> bool:
+        """Feed the attempt to the upstream's health state; True if another upstream should
+        be tried."""
+        upstream = attempt.upstream
+        outcome = attempt.failure or str(attempt.status)
+        self.metrics.upstream_requests.labels(upstream.url, outcome).inc()
+        self.metrics.upstream_latency.labels(upstream.url).observe(attempt.seconds)
+        retry = False
+        if attempt.failure is not None:
+            retry = attempt.failure in ("connect", "reset")
+            failed = True
+        elif attempt.status in (503, 429) and attempt.error_code() != "rate_limited":
+            # 429: the drop-in APIs' overload (their clients retry 429, not 503).
+            code = attempt.error_code()
+            retry = code in RETRYABLE_CODES
+            if code == "shutting_down" and upstream.mark_down("answered 503 shutting_down"):
+                self.metrics.ejections.labels(upstream.url, "shutting_down").inc()
+            elif code in COOLING_CODES:
+                retry_after = seconds_of((attempt.headers or {}).get("retry-after"), default=1.0)
+                upstream.cool(min(retry_after, 30.0))
+                self.metrics.ejections.labels(upstream.url, code).inc()
+            failed = True
+        else:
+            failed = attempt.status >= 500
+        if failed:
+            if upstream.breaker.failure():
+                self.metrics.ejections.labels(upstream.url, "circuit_open").inc()
+                log.warning("circuit open for %s after %s", upstream.url, outcome)
+        else:
+            upstream.breaker.success()
+        return retry
+
+    async def forward(
+        self,
+        body: bytes,
+        request_id: str,
+        candidates: list[Upstream],
+        deadline: float,
+        target: Target = TRANSLATE,
+    ) -> tuple[Attempt | None, float, list[Attempt]]:
+        """Try candidates until one answers for good, attempts run out, or the deadline
+        passes. Returns the final attempt (None if none could be made), the seconds spent
+        waiting on upstreams, and every attempt."""
+        loop = asyncio.get_running_loop()
+        end = loop.time() + deadline
+        tried: set[str] = set()
+        attempts: list[Attempt] = []
+        retries = self.config.retries
+        for number in range(retries.attempts):
+            upstream = self.pool.pick(candidates, tried) or self.pool.pick(candidates, set())
+            if upstream is None:
+                break
+            remaining = end - loop.time()
+            if remaining <= 0:
+                break
+            tried.add(upstream.url)
+            attempt = await self.attempt(upstream, body, request_id, remaining, target)
+            attempts.append(attempt)
+            if not self.judge(attempt):
+                break
+            if number + 1 < retries.attempts:
+                reason = attempt.failure or attempt.error_code() or str(attempt.status)
+                self.metrics.retries.labels(reason).inc()
+                pause = retries.backoff * 2**number * self.pool.rng.uniform(0.5, 1.5)
+                await asyncio.sleep(max(0.0, min(pause, end - loop.time())))
+        waited = sum(a.seconds for a in attempts)
+        return (attempts[-1] if attempts else None), waited, attempts
+
+
+def seconds_of(value: str | None, default: float) -> float:
+    try:
+        return float(value) if value is not None else default
+    except ValueError:
+        return default
