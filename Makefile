@@ -1,7 +1,9 @@
 # make serve: set up if needed, fetch and convert the real model if missing (tolk fetch-model:
 #             Qwen2.5-Coder-0.5B-Instruct, 1.3 GB, ~2 minutes once), serve on $(HOST):$(PORT).
 # make test:  set up if needed, then ruff, the import rules (lint-imports), mypy and the
-#             whole pytest suite.
+#             pytest suite but its `slow` tier (tests that start engines of their own: the
+#             bench and tune commands, fleets, restarts); about 15 minutes on 2 cores.
+# make test-all: the same with the slow tier: every test. CI runs this.
 
 VENV := .venv
 BIN := $(VENV)/bin
@@ -21,7 +23,7 @@ export TORCHINDUCTOR_CACHE_DIR := $(RUNTIME)/inductor
 export VLLM_NO_USAGE_STATS := 1
 export HF_HUB_OFFLINE ?= 1
 
-.PHONY: setup serve test lint typecheck pytest demo-model real-model benchmarks clean
+.PHONY: setup serve test test-all lint typecheck pytest pytest-all demo-model real-model benchmarks clean
 
 setup:
 	@mkdir -p $(TMPDIR)
@@ -45,9 +47,14 @@ typecheck: setup
 	$(BIN)/mypy
 
 pytest: setup
+	$(BIN)/pytest -m "not slow"
+
+pytest-all: setup
 	$(BIN)/pytest
 
 test: lint typecheck pytest
+
+test-all: lint typecheck pytest-all
 
 benchmarks: demo-model
 	bash scripts/run-benchmarks.sh

@@ -6,6 +6,7 @@ import shutil
 from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
@@ -104,18 +105,24 @@ def edge_server(
     (tolk.testing.fake_engine), for tests of the HTTP edge: shapes, validation, errors,
     limits and the compatible APIs. What needs the engine uses main_server. The same keys,
     in a copy of the key store: quotas and usage are each server's own."""
-    db = tmp_path_factory.mktemp("edge-keys") / "keys.db"
+    server = InProcessServer(main_config(test_model, main_keys, tmp_path_factory))
+    yield server
+    server.stop()
+
+
+def main_config(
+    test_model: Path, main_keys: MainKeys, tmp_path_factory: pytest.TempPathFactory
+) -> dict[str, Any]:
+    """The main server's configuration on a free port, with a copy of its key store."""
+    db = tmp_path_factory.mktemp("keys") / "keys.db"
     shutil.copyfile(main_keys.db, db)
-    config = server_config(
+    return server_config(
         [model_config("demo", test_model, languages=MAIN_LANGUAGES)],
         free_port(),
         MAIN_GLOSSARIES,
         {"db": str(db)},
         **MAIN_LIMITS,
     )
-    server = InProcessServer(config)
-    yield server
-    server.stop()
 
 
 def http_client(url: str) -> httpx.AsyncClient:

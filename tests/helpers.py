@@ -112,13 +112,13 @@ class InProcessServer:
     for tests of the HTTP edge (shapes, validation, errors, limits, the compatible APIs),
     which need no engine's start-up or steps. `engines.started` holds the stand-ins."""
 
-    def __init__(self, config: dict[str, Any]) -> None:
+    def __init__(self, config: dict[str, Any], seconds_per_token: float = 0.0) -> None:
         from tolk.cli import tolk_server
         from tolk.config import build_config
         from tolk.testing.fake_engine import FakeEngines
 
         settings = build_config(config, environ={})
-        self.engines = FakeEngines()
+        self.engines = FakeEngines(seconds_per_token)
         self.server, self.lifecycle = tolk_server(settings, self.engines)
         listening = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
         listening.bind((settings.server.host, settings.server.port))

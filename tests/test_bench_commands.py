@@ -4,14 +4,15 @@ from __future__ import annotations
 
 import json
 import subprocess
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
 
-from tests.conftest import MainKeys
-from tests.helpers import ServerProcess, model_config, run_tolk
+from tests.conftest import MainKeys, main_config
+from tests.helpers import InProcessServer, ServerProcess, model_config, run_tolk
 
 pytestmark = pytest.mark.engine
 
@@ -31,6 +32,19 @@ def bench_config(test_model: Path, tmp_path_factory: pytest.TempPathFactory) -> 
     return path
 
 
+@pytest.fixture(scope="module")
+def paced_server(
+    test_model: Path, main_keys: MainKeys, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[InProcessServer]:
+    """The main server's configuration in-process over stand-in engines that take 2 ms a
+    token: for the commands whose subject is tolk's admission and the HTTP edge, not the
+    engine (what the engine does under overload is tested in test_server_faults)."""
+    server = InProcessServer(main_config(test_model, main_keys, tmp_path_factory), 0.002)
+    yield server
+    server.stop()
+
+
+@pytest.mark.slow
 def test_bench_run_closed_and_open_loop(main_server: ServerProcess, tmp_path: Path) -> None:
     out = tmp_path / "run"
     result = tolk(
@@ -95,8 +109,9 @@ def test_bench_run_closed_and_open_loop(main_server: ServerProcess, tmp_path: Pa
 
 
 def test_bench_drives_the_deepl_and_libretranslate_apis(
-    main_server: ServerProcess, main_keys: MainKeys, tmp_path: Path
+    paced_server: InProcessServer, main_keys: MainKeys, tmp_path: Path
 ) -> None:
+    main_server = paced_server
     tolk(
         "bench", "apis", "--url", main_server.url, "--concurrency", "2", "--requests", "4",
         "--rounds", "1", "--warmup", "1", "--items", "20", "--key", main_keys.full,
@@ -125,8 +140,9 @@ def test_bench_drives_the_deepl_and_libretranslate_apis(
 
 
 def test_bench_overload_sheds_the_excess_of_a_burst(
-    main_server: ServerProcess, tmp_path: Path
+    paced_server: InProcessServer, tmp_path: Path
 ) -> None:
+    main_server = paced_server
     # The main server admits 16 running + 24 waiting: waves of 40, bursts of 80.
     tolk(
         "bench", "overload", "--url", main_server.url, "--capacity", "40", "--factor", "2",
@@ -177,6 +193,7 @@ def test_bench_soak_samples_the_servers_memory(main_server: ServerProcess, tmp_p
     assert (tmp_path / "soak" / "soak.png").stat().st_size > 1000
 
 
+@pytest.mark.slow
 def test_bench_journey_runs_every_architecture(bench_config: Path, tmp_path: Path) -> None:
     out = tmp_path / "journey"  # passed relative, as scripts/run-benchmarks.sh does
     result = tolk(
@@ -219,6 +236,7 @@ def test_bench_journey_runs_every_architecture(bench_config: Path, tmp_path: Pat
     assert "| Static batching (16, 50 ms) | variable |" in (out / "journey.md").read_text()
 
 
+@pytest.mark.slow
 def test_bench_overhead_compares_direct_and_http(bench_config: Path, tmp_path: Path) -> None:
     out = tmp_path / "overhead"
     tolk(
@@ -248,6 +266,7 @@ def test_bench_overhead_compares_direct_and_http(bench_config: Path, tmp_path: P
     assert data["overhead_ms_p95"] >= 0
 
 
+@pytest.mark.slow
 def test_bench_versus_vllm_sends_both_servers_the_same_work(
     bench_config: Path, tmp_path: Path
 ) -> None:

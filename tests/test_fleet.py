@@ -14,6 +14,7 @@ from pathlib import Path
 
 import httpx
 import psutil
+import pytest
 import yaml
 
 from tests.helpers import REPO, model_config, runtime_env, still_running
@@ -22,6 +23,7 @@ from tolk.fleet_cli import READY
 URL_ROW = re.compile(r"│ (?P<what>[^│]+?) +│ (?P<url>http://127\.0\.0\.1:\d+) +│")
 
 
+@pytest.mark.slow
 def test_a_fleet_starts_serves_and_stops_without_leftovers(
     tmp_path: Path, test_model: Path
 ) -> None:

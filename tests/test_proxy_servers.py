@@ -21,7 +21,7 @@ from tests.helpers import (
 )
 from tolk.local.processes import LocalServer, start_proxy
 
-pytestmark = pytest.mark.engine
+pytestmark = [pytest.mark.engine, pytest.mark.slow]
 
 INTERVAL, TIMEOUT, RISE, FALL = 0.5, 1.0, 2, 2
 DE = {"text": "The proxy routes by language pair.", "source_lang": "en", "target_lang": "de"}

@@ -20,8 +20,9 @@ import html5lib
 import httpx
 import pytest
 
-from tests.helpers import ServerProcess, model_config, runtime_env
+from tests.helpers import InProcessServer, ServerProcess, model_config, runtime_env, server_config
 from tolk.detect import Detector
+from tolk.local.processes import free_port
 
 pytestmark = pytest.mark.engine
 
@@ -151,7 +152,24 @@ def checked_salad(test_model: Path, tmp_path_factory: pytest.TempPathFactory) ->
         server.stop()
 
 
-def test_output_that_is_no_translation_is_retried_and_flagged(checked_salad: str) -> None:
+@pytest.fixture(scope="module")
+def checked_edge(test_model: Path) -> Iterator[str]:
+    """The same model settings in-process over a stand-in engine, which writes the same kind
+    of salad: flagging and retrying are tolk's, and need no engine's start."""
+    server = InProcessServer(
+        server_config(
+            [model_config("salad", test_model, languages=["en", "de"], checks={"enabled": True})],
+            free_port(),
+        )
+    )
+    try:
+        yield server.url
+    finally:
+        server.stop()
+
+
+def test_output_that_is_no_translation_is_retried_and_flagged(checked_edge: str) -> None:
+    checked_salad = checked_edge
     sentence = "The museum opens at nine in the morning and closes at six in the evening."
     answer = translate(checked_salad, text=[sentence, "OK"], source_lang="en", target_lang="de")
     # Token salad is not German (nor anything): flagged on text 0, the one with words enough.
@@ -176,6 +194,7 @@ def test_output_that_is_no_translation_is_retried_and_flagged(checked_salad: str
     assert '"text":0' in deepl.headers.get("x-tolk-warnings", ""), deepl.headers
 
 
+@pytest.mark.slow
 def test_markup_whose_placeholders_are_lost_is_retried_with_sampled_candidates(
     checked_salad: str,
 ) -> None:

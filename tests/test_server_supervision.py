@@ -21,7 +21,7 @@ import pytest
 from tests.helpers import ServerProcess, TextMaker, metric_samples, model_config, wait_until
 from tests.test_server_api import assert_error
 
-pytestmark = pytest.mark.engine
+pytestmark = [pytest.mark.engine, pytest.mark.slow]
 
 BODY_TIMEOUT = 1.0
 MAX_CONNECTIONS = 24

@@ -49,6 +49,7 @@ def test_translate_files_through_a_running_server(
     assert ".docx" in refused.stderr
 
 
+@pytest.mark.slow
 def test_translate_with_a_server_of_its_own_leaves_nothing_running(
     test_model: Path, tmp_path: Path
 ) -> None:

@@ -50,6 +50,7 @@ async def test_server_records_in_flight_texts_and_lengths(
     assert busy_samples(after) > busy_samples(before)
 
 
+@pytest.mark.slow
 def test_tune_reads_the_server_and_recommends(
     main_server: ServerProcess, test_model: Path, tmp_path: Path
 ) -> None:

@@ -13,7 +13,10 @@ the same kind of text as with the real test model, in microseconds instead of an
 start-up and steps.
 
 Faults can be injected (`die`), as a stand-in may: the engine then reports itself errored
-and its requests fail as vLLM's do when its EngineCore has died.
+and its requests fail as vLLM's do when its EngineCore has died. `seconds_per_token` gives
+each request the time its tokens would take (without batching's limits: every admitted
+request runs at once), for tests of tools that need requests to stay in flight, such as
+`tolk bench overload`'s refusals.
 """
 
 from __future__ import annotations
@@ -53,6 +56,7 @@ class FakeLLM:
 
     model_config: FakeModelConfig
     vocabulary: list[int]
+    seconds_per_token: float = 0.0
     requests: int = 0  # engine requests answered, for tests that count them
     _dead: bool = field(default=False, repr=False)
 
@@ -71,7 +75,9 @@ class FakeLLM:
 
         if self._dead:
             raise EngineDeadError("the fake engine was told to die")
-        await asyncio.sleep(0)  # a request is a task switch, as in the real front end
+        # A request is at least a task switch, as in the real front end; cancelling it here
+        # is the abort.
+        await asyncio.sleep(sampling_params.max_tokens * self.seconds_per_token)
         prompt_ids = list(prompt["prompt_token_ids"])
         seed = hashlib.sha256(repr(prompt_ids).encode()).digest()
         completions = []
@@ -90,6 +96,7 @@ class FakeLLM:
 class FakeEngines:
     """An `LLMStarter` that starts FakeLLMs; `started` keeps them by model name."""
 
+    seconds_per_token: float = 0.0
     started: dict[str, FakeLLM] = field(default_factory=dict)
 
     def __call__(
@@ -100,6 +107,10 @@ class FakeEngines:
         tokenizer = AutoTokenizer.from_pretrained(str(settings.path))
         special = set(tokenizer.all_special_ids)
         vocabulary = [i for i in range(len(tokenizer)) if i not in special]
-        llm = FakeLLM(FakeModelConfig(settings.engine.max_model_len or 4096), vocabulary)
+        llm = FakeLLM(
+            FakeModelConfig(settings.engine.max_model_len or 4096),
+            vocabulary,
+            self.seconds_per_token,
+        )
         self.started[settings.name] = llm
         return llm, 0.0
