@@ -27,11 +27,12 @@ from tolk.engine import (
     vllm_compat,
 )
 from tolk.engine.supervisor import RestartPolicy, Supervisor
+from tolk.errors import ClientDisconnected
 from tolk.keys import SYNC_SECONDS, KeyStore
 from tolk.server.access import Access
 from tolk.server.api import deepl, libretranslate, web
 from tolk.server.api.tolk import router
-from tolk.server.calls import Calls
+from tolk.server.calls import Calls, client_closed
 from tolk.server.documents import DocumentStore
 from tolk.server.lifecycle import Lifecycle
 from tolk.server.metrics import CONCURRENCY_SAMPLE_INTERVAL, LOOP_SAMPLE_INTERVAL, ServiceMetrics
@@ -199,6 +200,7 @@ def create_app(config: TolkConfig, *, starter: LLMStarter | None = None) -> Fast
     app.state.lifecycle = parts.lifecycle
     app.state.documents = parts.documents
     install_error_handlers(app)
+    app.add_exception_handler(ClientDisconnected, client_closed)
     for api in (router, deepl.router, libretranslate.router, web.router):
         app.include_router(api)
     app.mount("/static", StaticFiles(packages=[("tolk.server", "static")]), name="static")

@@ -15,15 +15,22 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from tolk.config import TolkConfig
-from tolk.errors import ClientDisconnected, Overloaded
+from tolk.errors import Overloaded
 from tolk.languages import Lang
 from tolk.server.access import Access, Caller
 from tolk.server.lifecycle import Lifecycle
 from tolk.server.metrics import ServiceMetrics
 from tolk.translation import Translation, Translator
 from tolk.translation.files import TranslatedFile, translate_file
+from tolk.wire.asgi import CLIENT_CLOSED
 
 T = TypeVar("T")
+
+
+async def client_closed(request: Request, exc: Exception) -> Response:
+    """ClientDisconnected, from any API's handler: nobody is listening, and the engine
+    requests have been aborted; the status is for the access log and the metrics."""
+    return Response(status_code=CLIENT_CLOSED)
 
 
 async def _calls(request: Request) -> Calls:
@@ -61,6 +68,7 @@ class Calls:
         self.lifecycle = lifecycle
         self.metrics = metrics
         self.access = access
+        self.store = access.store  # keys, usage and the glossaries made through DeepL's API
 
     def deadline(self, requested: float | None = None) -> float:
         limit = self.config.server.request_timeout
@@ -93,9 +101,11 @@ class Calls:
         characters: int,
         work: Callable[[], Coroutine[Any, Any, T]],
         charged: Callable[[T], int] | None = None,
-    ) -> T | None:
-        """`work()` admitted and guarded; None when the client went away. Usage is counted
-        for work that succeeded: `charged(result)` characters, or `characters`.
+    ) -> T:
+        """`work()` admitted and guarded. Usage is counted for work that succeeded:
+        `charged(result)` characters, or `characters`. A client that went away raises
+        ClientDisconnected (its engine requests aborted), which the app answers with 499
+        in one place (client_closed), whatever the API.
 
         A server at capacity refuses here, before the caller's rate is spent and before
         any per-text work (ModelPool.shed); the work itself is then admitted exactly."""
@@ -103,19 +113,12 @@ class Calls:
         try:
             with self.translator.pool.shed():
                 self.access.admit(caller, characters)
-                result = await self.guarded(request, work())
+                result = await self.lifecycle.guard(request, work())
         except Overloaded as exc:
             self.metrics.rejections.labels(str(exc.details.get("model", ""))).inc()
             raise
-        if result is not None:
-            self.access.record(caller, charged(result) if charged else characters)
+        self.access.record(caller, charged(result) if charged else characters)
         return result
-
-    async def guarded(self, request: Request, work: Coroutine[Any, Any, T]) -> T | None:
-        try:
-            return await self.lifecycle.guard(request, work)
-        except ClientDisconnected:
-            return None
 
     def record(
         self, request: Request, headers: MutableHeaders, result: Translation, texts: int

@@ -48,7 +48,10 @@ def served_by_upstreams(path: str) -> bool:
 
 FORMS = (b"application/x-www-form-urlencoded", b"multipart/form-data")
 
-# LibreTranslate's after_request headers, on every one of its responses.
+# LibreTranslate's after_request headers, on every one of its responses. Not starlette's
+# CORSMiddleware: that one answers only requests that carry an Origin (and preflights only
+# with Access-Control-Request-Method), while LibreTranslate sends these on every response
+# and answers any OPTIONS with them, which its clients and its own API tests expect.
 CORS = [
     (b"access-control-allow-origin", b"*"),
     (b"access-control-allow-headers", b"Authorization, Content-Type"),

@@ -40,7 +40,6 @@ from tolk.translation.request import GlossaryRequest, TranslationRequest
 from tolk.translation.results import Translation
 from tolk.translation.segment import SplitMode
 from tolk.wire import codes
-from tolk.wire.asgi import CLIENT_CLOSED
 
 router = APIRouter(prefix="/v2", tags=["DeepL API v2"])
 
@@ -164,8 +163,6 @@ async def translate(request: Request, calls: CallsDep) -> Response:
             ),
         ),
     )
-    if result is None:
-        return Response(status_code=CLIENT_CLOSED)
     answer = JSONResponse({"translations": _translations(result, texts, model_type_used)})
     calls.record(request, answer.headers, result, len(texts))
     return answer
@@ -268,7 +265,7 @@ def _entries(text: str, entries_format: str) -> dict[str, str]:
 
 
 def _owned(calls: Calls, caller: Caller, glossary_id: str) -> StoredGlossary:
-    for glossary in calls.access.store.glossaries(caller.owner):
+    for glossary in calls.store.glossaries(caller.owner):
         if glossary.id == glossary_id:
             return glossary
     raise NotFound("Glossary not found")
@@ -294,7 +291,7 @@ async def create_glossary(request: Request, calls: CallsDep) -> JSONResponse:
     entries = _entries(text, params.text("entries_format") or "tsv")
     # In a thread, as every write to the key store's file (its disk may stall).
     glossary = await asyncio.to_thread(
-        calls.access.store.add_glossary, caller.owner, name, source.code, target.code, entries
+        calls.store.add_glossary, caller.owner, name, source.code, target.code, entries
     )
     return JSONResponse(_glossary_info(glossary), status_code=201)
 
@@ -303,7 +300,7 @@ async def create_glossary(request: Request, calls: CallsDep) -> JSONResponse:
 async def list_glossaries(request: Request, calls: CallsDep) -> JSONResponse:
     caller = _caller(calls, request, await read_params(request))
     return JSONResponse(
-        {"glossaries": [_glossary_info(g) for g in calls.access.store.glossaries(caller.owner)]}
+        {"glossaries": [_glossary_info(g) for g in calls.store.glossaries(caller.owner)]}
     )
 
 
@@ -324,7 +321,7 @@ async def glossary_entries(glossary_id: str, request: Request, calls: CallsDep) 
 @router.delete("/glossaries/{glossary_id}", status_code=204, summary="DeepL: delete a glossary")
 async def delete_glossary(glossary_id: str, request: Request, calls: CallsDep) -> Response:
     caller = _caller(calls, request, await read_params(request))
-    if not await asyncio.to_thread(calls.access.store.delete_glossary, caller.owner, glossary_id):
+    if not await asyncio.to_thread(calls.store.delete_glossary, caller.owner, glossary_id):
         raise NotFound("Glossary not found")
     return Response(status_code=204)
 

@@ -31,7 +31,6 @@ from tolk.translation.files import FILE_TYPES, file_type
 from tolk.translation.request import GlossaryRequest, TranslationRequest
 from tolk.translation.results import Translation
 from tolk.wire import codes
-from tolk.wire.asgi import CLIENT_CLOSED
 
 router = APIRouter(tags=["LibreTranslate API"])
 WEBLATE_PLACEABLE = re.compile(r"\[X\d+X\]")
@@ -144,8 +143,6 @@ async def translate(request: Request, calls: CallsDep) -> Response:
             ) from exc
 
     result = await calls.run(request, caller, sum(len(t) for t in texts), work)
-    if result is None:
-        return Response(status_code=CLIENT_CLOSED)
     answer = JSONResponse(
         _translated(
             result,
@@ -228,7 +225,7 @@ async def frontend_settings(calls: CallsDep) -> JSONResponse:
         {
             "charLimit": calls.config.server.max_request_chars,
             "frontendTimeout": 500,
-            "apiKeys": calls.access.store.has_keys(),
+            "apiKeys": calls.store.has_keys(),
             "keyRequired": calls.access.require_key,
             "suggestions": False,
             "filesTranslation": True,
@@ -269,8 +266,6 @@ async def translate_file_route(request: Request, calls: CallsDep) -> Response:
         lambda: calls.document(filename, data, source, target),
         charged=lambda done: done.translation.usage.characters,
     )
-    if result is None:
-        return Response(status_code=CLIENT_CLOSED)
     doc = documents_of(request).put(caller.owner, filename, result)
     url = f"{str(request.base_url).rstrip('/')}/download_file/{doc.id}.{quote(filename)}"
     return JSONResponse({"translatedFileUrl": url})

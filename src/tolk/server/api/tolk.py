@@ -16,7 +16,7 @@ from starlette.datastructures import MutableHeaders
 from tolk import sse
 from tolk.detect import Detection
 from tolk.engine import ModelPool
-from tolk.errors import TolkError
+from tolk.errors import ClientDisconnected, TolkError
 from tolk.server.access import Caller
 from tolk.server.calls import Calls, CallsDep, attachment, bearer_key
 from tolk.server.lifecycle import Lifecycle
@@ -107,9 +107,6 @@ async def translate(
     result = await calls.run(
         request, caller, characters, lambda: _work(calls.translator, body, texts, deadline)
     )
-    if result is None:
-        # Nobody is listening; the engine requests have been aborted.
-        return Response(status_code=CLIENT_CLOSED)
     calls.record(request, response.headers, result, len(texts))
     return _response(body, result)
 
@@ -199,7 +196,7 @@ async def _stream(
         except TolkError as exc:
             events.put_nowait(("error", exc))
             return
-        if result is None:
+        except ClientDisconnected:
             events.put_nowait(("gone", None))
             return
         calls.record(request, MutableHeaders(), result, len(texts))
@@ -290,8 +287,6 @@ async def translate_file_route(
         ),
         charged=lambda done: done.translation.usage.characters,
     )
-    if result is None:
-        return Response(status_code=CLIENT_CLOSED)
     response = attachment(result, filename)
     response.headers["X-Tolk-Segments"] = str(result.translation.usage.segments)
     if result.translation.detections:
