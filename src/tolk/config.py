@@ -227,7 +227,9 @@ class ServerSettings(_Strict):
         ByteSize(128 << 10), description="Largest request body (DeepL's limit: 128 KiB)."
     )
     max_file_bytes: ByteSize = Field(
-        ByteSize(10 << 20), description="Largest file sent to /translate/file (DeepL's: 10 MB)."
+        ByteSize(10 << 20),
+        description="Largest file sent to /translate/file, or glossary sent to DeepL's "
+        "glossary endpoints (DeepL's limit for both: 10 MB).",
     )
     max_file_chars: int = Field(
         1_000_000, ge=1, description="Most characters of text in one translated file."

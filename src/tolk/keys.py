@@ -22,11 +22,11 @@ import sqlite3
 import threading
 import time
 import uuid
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 Period = Literal["month", "day"]
 SYNC_SECONDS = 1.0
@@ -56,7 +56,8 @@ CREATE TABLE IF NOT EXISTS glossaries (
     source_lang TEXT NOT NULL,
     target_lang TEXT NOT NULL,
     entries TEXT NOT NULL,
-    created REAL NOT NULL
+    created REAL NOT NULL,
+    dictionaries TEXT
 );
 """
 
@@ -73,14 +74,46 @@ class Key:
 
 
 @dataclass(frozen=True)
-class StoredGlossary:
-    id: str
-    owner: str
-    name: str
+class GlossaryDictionary:
+    """A glossary's entries for one language pair (DeepL v3's "dictionary")."""
+
     source_lang: str
     target_lang: str
     entries: Mapping[str, str]
+
+    def to_json(self) -> dict[str, Any]:
+        return {"source": self.source_lang, "target": self.target_lang, "entries": self.entries}
+
+
+@dataclass(frozen=True)
+class StoredGlossary:
+    """A glossary made through an API: DeepL v2 makes one with one dictionary, v3 with
+    several; both APIs read and change the same glossaries."""
+
+    id: str
+    owner: str
+    name: str
+    dictionaries: tuple[GlossaryDictionary, ...]
     created: float
+
+    def dictionary(self, source: str, target: str) -> GlossaryDictionary | None:
+        for d in self.dictionaries:
+            if (d.source_lang, d.target_lang) == (source, target):
+                return d
+        return None
+
+    # DeepL v2's view: a glossary of one pair (the first dictionary).
+    @property
+    def source_lang(self) -> str:
+        return self.dictionaries[0].source_lang if self.dictionaries else ""
+
+    @property
+    def target_lang(self) -> str:
+        return self.dictionaries[0].target_lang if self.dictionaries else ""
+
+    @property
+    def entries(self) -> Mapping[str, str]:
+        return self.dictionaries[0].entries if self.dictionaries else {}
 
 
 def hash_key(secret: str) -> str:
@@ -112,6 +145,9 @@ class KeyStore:
                 self._db.execute("PRAGMA synchronous=NORMAL")
             self._db.execute("PRAGMA busy_timeout=2000")
             self._db.executescript(_SCHEMA)
+            columns = {row[1] for row in self._db.execute("PRAGMA table_info(glossaries)")}
+            if "dictionaries" not in columns:  # a file from before DeepL v3's glossaries
+                self._db.execute("ALTER TABLE glossaries ADD COLUMN dictionaries TEXT")
         self._by_hash: dict[str, Key] = {}
         self._used: dict[tuple[str, str], int] = {}  # (key id, period start) -> characters
         self._pending: dict[tuple[str, str], tuple[int, int]] = {}  # -> (characters, requests)
@@ -249,38 +285,39 @@ class KeyStore:
                 (period_start("month"),),
             ).fetchall()
             glossaries = self._db.execute(
-                "SELECT id, owner, name, source_lang, target_lang, entries, created FROM glossaries"
+                "SELECT id, owner, name, source_lang, target_lang, entries, created, dictionaries "
+                "FROM glossaries"
             ).fetchall()
         self._by_hash = {row[0]: Key(*row[1:]) for row in keys}
         self._used = {(k, p): c for k, p, c in usage}
-        self._glossaries = {
-            i: StoredGlossary(i, o, n, src, t, json.loads(e), c)
-            for i, o, n, src, t, e, c in glossaries
-        }
+        self._glossaries = {row[0]: _glossary_of_row(row) for row in glossaries}
 
     # -- glossaries made through the API -----------------------------------------------------
 
     def add_glossary(
-        self, owner: str, name: str, source: str, target: str, entries: Mapping[str, str]
+        self, owner: str, name: str, dictionaries: Sequence[GlossaryDictionary]
     ) -> StoredGlossary:
-        glossary = StoredGlossary(
-            str(uuid.uuid4()), owner, name, source, target, dict(entries), time.time()
-        )
+        glossary = StoredGlossary(str(uuid.uuid4()), owner, name, tuple(dictionaries), time.time())
+        columns = _glossary_columns(glossary)
         with self._tx() as db:
             db.execute(
-                "INSERT INTO glossaries VALUES (?, ?, ?, ?, ?, ?, ?)",
-                (
-                    glossary.id,
-                    owner,
-                    name,
-                    source,
-                    target,
-                    json.dumps(glossary.entries, ensure_ascii=False),
-                    glossary.created,
-                ),
+                "INSERT INTO glossaries (id, owner, name, source_lang, target_lang, entries, "
+                "dictionaries, created) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                (glossary.id, owner, *columns, glossary.created),
             )
         self._glossaries[glossary.id] = glossary
         return glossary
+
+    def change_glossary(self, glossary: StoredGlossary) -> None:
+        """Store a changed glossary (its name or dictionaries) under its id and owner."""
+        name, source, target, entries, dictionaries = _glossary_columns(glossary)
+        with self._tx() as db:
+            db.execute(
+                "UPDATE glossaries SET name = ?, source_lang = ?, target_lang = ?, entries = ?, "
+                "dictionaries = ? WHERE id = ? AND owner = ?",
+                (name, source, target, entries, dictionaries, glossary.id, glossary.owner),
+            )
+        self._glossaries[glossary.id] = glossary
 
     def glossaries(self, owner: str | None = None) -> list[StoredGlossary]:
         found = self._glossaries.values()
@@ -300,3 +337,24 @@ class KeyStore:
         if deleted:
             self._glossaries.pop(glossary_id, None)
         return bool(deleted)
+
+
+def _glossary_columns(glossary: StoredGlossary) -> tuple[str, str, str, str, str]:
+    """name, and the first dictionary in the columns of v2-only files (readable by an older
+    tolk sharing the file), and every dictionary as JSON."""
+    dictionaries = json.dumps([d.to_json() for d in glossary.dictionaries], ensure_ascii=False)
+    first = json.dumps(dict(glossary.entries), ensure_ascii=False)
+    return glossary.name, glossary.source_lang, glossary.target_lang, first, dictionaries
+
+
+def _glossary_of_row(row: Sequence[Any]) -> StoredGlossary:
+    glossary_id, owner, name, source, target, entries, created, dictionaries = row
+    found: tuple[GlossaryDictionary, ...]
+    if dictionaries is None:  # written before v3: one pair, in the row itself
+        found = (GlossaryDictionary(source, target, json.loads(entries)),)
+    else:
+        found = tuple(
+            GlossaryDictionary(d["source"], d["target"], d["entries"])
+            for d in json.loads(dictionaries)
+        )
+    return StoredGlossary(glossary_id, owner, name, found, created)

@@ -99,7 +99,9 @@ def _forwarding_routes(app: FastAPI) -> Callable[[Request], Awaitable[Response]]
         return await _forwarded(app, request, "/translate")
 
     @app.api_route(
-        "/{path:path}", methods=["GET", "POST", "DELETE", "OPTIONS"], include_in_schema=False
+        "/{path:path}",
+        methods=["GET", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"],
+        include_in_schema=False,
     )
     async def forwarded(request: Request, path: str) -> Response:
         """Everything else the servers answer: DeepL's /v2/..., LibreTranslate's paths,

@@ -29,7 +29,7 @@ from tolk.proxy.routing import (
 from tolk.proxy.upstream import Upstream
 from tolk.proxy.upstreams import UpstreamPool
 from tolk.wire.asgi import CLIENT_CLOSED, wait_for_disconnect
-from tolk.wire.endpoints import FILE_PATHS, STICKY, api_of_path, is_libretranslate
+from tolk.wire.endpoints import STICKY, api_of_path, is_libretranslate, takes_large_bodies
 from tolk.wire.errors import Api
 
 
@@ -67,7 +67,7 @@ async def read_incoming(
     media = content_type.split(";")[0].strip().lower()
     query = request.url.query
     api: Api | None = api_of_path(path)
-    limit = config.max_file_bytes if path in FILE_PATHS else config.max_body_bytes
+    limit = config.max_file_bytes if takes_large_bodies(path) else config.max_body_bytes
     declared = request.headers.get("content-length")
     if declared is not None and declared.isdigit() and int(declared) > limit:
         return too_large(limit, request_id, api or "tolk")

@@ -30,7 +30,7 @@ from tolk.engine.supervisor import RestartPolicy, Supervisor
 from tolk.errors import ClientDisconnected
 from tolk.keys import SYNC_SECONDS, KeyStore
 from tolk.server.access import Access
-from tolk.server.api import deepl, libretranslate, web
+from tolk.server.api import deepl, deepl_glossaries, libretranslate, web
 from tolk.server.api.tolk import router
 from tolk.server.calls import Calls, client_closed
 from tolk.server.documents import DocumentStore
@@ -39,7 +39,7 @@ from tolk.server.metrics import CONCURRENCY_SAMPLE_INTERVAL, LOOP_SAMPLE_INTERVA
 from tolk.server.middleware import BodySizeLimit, BodyTimeout, RequestAccounting, Shedding
 from tolk.translation import Limits, Translator
 from tolk.translation.service import NamedGlossary
-from tolk.wire.endpoints import FILE_PATHS, ApiDispatch
+from tolk.wire.endpoints import ApiDispatch
 from tolk.wire.errors import install_error_handlers
 
 log = logging.getLogger("tolk.server")
@@ -105,11 +105,11 @@ def build_translator(config: TolkConfig, pool: ModelPool, store: KeyStore) -> Tr
         for name, g in config.glossaries.items()
     }
 
-    def find_glossary(glossary_id: str) -> NamedGlossary | None:
+    def find_glossary(glossary_id: str) -> list[NamedGlossary] | None:
         found = store.glossary(glossary_id)
         if found is None:
             return None
-        return NamedGlossary(found.source_lang, found.target_lang, found.entries)
+        return [NamedGlossary(d.source_lang, d.target_lang, d.entries) for d in found.dictionaries]
 
     s = config.server
     limits = Limits(s.max_request_chars, s.max_texts, s.max_file_chars, s.segment_timeout)
@@ -201,7 +201,7 @@ def create_app(config: TolkConfig, *, starter: LLMStarter | None = None) -> Fast
     app.state.documents = parts.documents
     install_error_handlers(app)
     app.add_exception_handler(ClientDisconnected, client_closed)
-    for api in (router, deepl.router, libretranslate.router, web.router):
+    for api in (router, deepl.router, deepl_glossaries.router, libretranslate.router, web.router):
         app.include_router(api)
     app.mount("/static", StaticFiles(packages=[("tolk.server", "static")]), name="static")
     # add_middleware wraps: the last added is outermost.
@@ -209,7 +209,7 @@ def create_app(config: TolkConfig, *, starter: LLMStarter | None = None) -> Fast
     app.add_middleware(
         BodySizeLimit,
         max_bytes=int(server.max_body_bytes),
-        per_path=dict.fromkeys(FILE_PATHS, int(server.max_file_bytes)),
+        large_bytes=int(server.max_file_bytes),
     )
     app.add_middleware(Shedding, metrics=parts.metrics)
     app.add_middleware(ApiDispatch, max_peek=int(server.max_body_bytes))

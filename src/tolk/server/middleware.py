@@ -17,7 +17,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from tolk.server.metrics import ServiceMetrics
 from tolk.wire.asgi import CLIENT_CLOSED, header, request_id_for
-from tolk.wire.endpoints import TRANSLATING_PATHS
+from tolk.wire.endpoints import TRANSLATING_PATHS, takes_large_bodies
 from tolk.wire.errors import api_of, error_response
 
 
@@ -140,12 +140,10 @@ class BodySizeLimit:
     """Refuse bodies over `max_bytes` with 413: by Content-Length before reading anything,
     and for chunked bodies as soon as the running total passes the limit."""
 
-    def __init__(
-        self, app: ASGIApp, max_bytes: int, per_path: dict[str, int] | None = None
-    ) -> None:
+    def __init__(self, app: ASGIApp, max_bytes: int, large_bytes: int) -> None:
         self.app = app
         self.max_bytes = max_bytes
-        self.per_path = per_path or {}
+        self.large_bytes = large_bytes  # for files and glossaries (takes_large_bodies)
 
     def _too_large(self, scope: Scope, limit: int) -> Any:
         return error_response(
@@ -163,7 +161,8 @@ class BodySizeLimit:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
-        limit = self.per_path.get(scope.get("path", ""), self.max_bytes)
+        large = takes_large_bodies(scope.get("path", ""))
+        limit = self.large_bytes if large else self.max_bytes
         declared = header(scope, b"content-length")
         if declared is not None and declared.isdigit() and int(declared) > limit:
             await self._too_large(scope, limit)(scope, receive, send)

@@ -107,12 +107,13 @@ class Translator:
         pool: ModelPool,
         limits: Limits,
         glossaries: Mapping[str, NamedGlossary] | None = None,
-        find_glossary: Callable[[str], NamedGlossary | None] | None = None,
+        find_glossary: Callable[[str], Sequence[NamedGlossary] | None] | None = None,
     ) -> None:
         self.pool = pool
         self.limits = limits
         self.glossaries = dict(glossaries or {})
-        # Glossaries made elsewhere (another server sharing the key store) found on a miss.
+        # Glossaries made through an API (kept in the key store, which other servers may
+        # share) found on a miss: each dictionary of one, a language pair apiece.
         self.find_glossary = find_glossary or (lambda glossary_id: None)
         # Among the languages the models translate from.
         self.detector = Detector(pool.sources)
@@ -127,18 +128,23 @@ class Translator:
     def _glossary(self, request: GlossaryRequest, source: Lang, target: Lang) -> Glossary:
         entries: dict[str, str] = {}
         for glossary_id in request.ids:
-            named = self.glossaries.get(glossary_id) or self.find_glossary(glossary_id)
-            if named is None:
+            configured = self.glossaries.get(glossary_id)
+            found = [configured] if configured else self.find_glossary(glossary_id)
+            if not found:
                 known = ", ".join(sorted(self.glossaries)) or "none are configured"
                 raise UnknownGlossary(
                     f"no glossary '{glossary_id}' on this server ({known})",
                     field="glossary_id",
                 )
-            pair = (lang(named.source).code, lang(named.target).code)
-            if pair != (source.code, target.code):
+            pair = (source.code, target.code)
+            named = next(
+                (g for g in found if (lang(g.source).code, lang(g.target).code) == pair), None
+            )
+            if named is None:
+                has = ", ".join(f"{g.source}>{g.target}" for g in found)
                 raise UnknownGlossary(
-                    f"glossary '{glossary_id}' is for {named.source}>{named.target}, "
-                    f"not {source.tag}>{target.tag}",
+                    f"glossary '{glossary_id}' has no dictionary for {source.tag}>{target.tag} "
+                    f"(it has {has})",
                     field="glossary_id",
                 )
             entries |= named.entries

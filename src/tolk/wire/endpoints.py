@@ -22,12 +22,14 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from tolk.wire.errors import Api
 
 LIBRETRANSLATE_PATHS = frozenset(
-    {"/languages", "/frontend/settings", "/translate_file", "/suggest"}
+    {"/languages", "/frontend/settings", "/translate_file", "/suggest", "/spec"}
 )
 SHARED_PATHS = frozenset({"/translate", "/detect"})
 # The file uploads of tolk's, DeepL's and LibreTranslate's APIs: their bodies may be as large
 # as max_file_bytes (server and proxy alike).
 FILE_PATHS = frozenset({"/translate/file", "/v2/document", "/translate_file"})
+# DeepL's glossary writes: dictionaries of up to 10 MB, so bodies as large as a file's.
+GLOSSARY_PATHS = re.compile(r"^/v[23]/glossaries(?:/|$)")
 LIBRETRANSLATE_PREFIX = "/libretranslate"
 # Translation requests: refused first when the server is full (server.middleware.Shedding).
 TRANSLATING_PATHS = FILE_PATHS | {"/translate", "/v2/translate", "/libretranslate/translate"}
@@ -35,10 +37,16 @@ TRANSLATING_PATHS = FILE_PATHS | {"/translate", "/v2/translate", "/libretranslat
 UPSTREAM_PATHS = frozenset(
     {"/", "/detect", "/translate/file", *SHARED_PATHS, *LIBRETRANSLATE_PATHS}
 )
-UPSTREAM_PREFIXES = ("/v2/", "/download_file/", "/static/", LIBRETRANSLATE_PREFIX + "/")
+UPSTREAM_PREFIXES = ("/v2/", "/v3/", "/download_file/", "/static/", LIBRETRANSLATE_PREFIX + "/")
 # A document made by one server and fetched later (DeepL's jobs, LibreTranslate's files): the
 # group is its id, which a proxy keeps on the server that made it.
 STICKY = re.compile(r"^/(?:v2/document/|download_file/)([0-9A-Fa-f]+)")
+
+
+def takes_large_bodies(path: str) -> bool:
+    """Paths whose bodies may be as large as max_file_bytes (server and proxy alike): file
+    uploads and glossaries; every other body is held to max_body_bytes."""
+    return path in FILE_PATHS or GLOSSARY_PATHS.match(path) is not None
 
 
 def served_by_upstreams(path: str) -> bool:
@@ -64,7 +72,7 @@ CORS = [
 
 def api_of_path(path: str) -> Api | None:
     """The API a path belongs to; None for the two shared paths (the request tells)."""
-    if path.startswith("/v2/"):
+    if path.startswith(("/v2/", "/v3/")):
         return "deepl"
     if (
         path in LIBRETRANSLATE_PATHS
@@ -76,8 +84,12 @@ def api_of_path(path: str) -> Api | None:
 
 
 def is_libretranslate(media: bytes, query_has_q: bool, body: bytes | None) -> bool:
-    """On a shared path: a form, `q` in the query, or a JSON object with `q`."""
-    return media in FORMS or query_has_q or (body is not None and _has_q(body))
+    """On a shared path: a form, `q` in the query, a JSON object with `q`, or nothing at all
+    (no body, no content type: LibreTranslate's own API tests post so to see its 400;
+    tolk's clients send JSON)."""
+    if media in FORMS or query_has_q:
+        return True
+    return body is not None and (_has_q(body) or (not body and not media))
 
 
 def _header(scope: Scope, name: bytes) -> bytes:
@@ -136,6 +148,8 @@ class ApiDispatch:
 
     async def _peek(self, scope: Scope, receive: Receive) -> tuple[bytes | None, Receive]:
         declared = _header(scope, b"content-length")
+        if not declared and not _header(scope, b"transfer-encoding"):
+            return b"", receive  # HTTP/1.1: neither header, no body
         if not declared.isdigit() or int(declared) > self.max_peek:
             return None, receive
         chunks: list[bytes] = []

@@ -26,8 +26,8 @@ from typing import Any
 from fastapi import APIRouter, Request, Response
 from fastapi.responses import JSONResponse
 
-from tolk.errors import InvalidRequest, NotFound, TolkError
-from tolk.keys import StoredGlossary
+from tolk.errors import InvalidLanguage, InvalidRequest, NotFound, TolkError
+from tolk.keys import GlossaryDictionary, StoredGlossary
 from tolk.languages import Lang, lang, request_lang
 from tolk.server.access import Caller
 from tolk.server.calls import Calls, CallsDep, attachment, bearer_key
@@ -64,8 +64,24 @@ PARAMS_BODY: dict[str, Any] = {
 }
 
 
-def _caller(calls: Calls, request: Request, params: Params) -> Caller:
+def caller_of(calls: Calls, request: Request, params: Params) -> Caller:
     return calls.access.caller(bearer_key(request) or params.text("auth_key"))
+
+
+def deepl_lang(code: str, field: str) -> Lang:
+    """A language code of a DeepL request; an unknown one answered as DeepL does ("Value for
+    'target_lang' not supported", which the clients' tests match), with tolk's reason."""
+    try:
+        return request_lang(code, field)
+    except InvalidLanguage as exc:
+        raise InvalidLanguage(f"Value for '{field}' not supported: {exc}", field=field) from exc
+
+
+def deepl_time(created: float) -> str:
+    """A time as DeepL writes it: fractional seconds and a zone (the Python client parses
+    "%Y-%m-%dT%H:%M:%S.%f%z" and fails on anything less)."""
+    moment = dt.datetime.fromtimestamp(created, dt.UTC)
+    return moment.isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
 def _languages(params: Params) -> tuple[Lang | None, Lang]:
@@ -74,8 +90,8 @@ def _languages(params: Params) -> tuple[Lang | None, Lang]:
     if not target_code:
         raise InvalidRequest("Parameter 'target_lang' not specified.", field="target_lang")
     source_code = params.text("source_lang")
-    source = request_lang(source_code, "source_lang") if source_code else None
-    return source, request_lang(target_code, "target_lang")
+    source = deepl_lang(source_code, "source_lang") if source_code else None
+    return source, deepl_lang(target_code, "target_lang")
 
 
 def _split(value: str | None) -> SplitMode:
@@ -120,7 +136,7 @@ def _model(calls: Calls, params: Params) -> tuple[str | None, str | None]:
 @router.post("/translate", summary="DeepL: translate texts", openapi_extra=PARAMS_BODY)
 async def translate(request: Request, calls: CallsDep) -> Response:
     params = await read_params(request)
-    caller = _caller(calls, request, params)
+    caller = caller_of(calls, request, params)
     texts = params.many("text")
     if not texts:
         raise InvalidRequest("Parameter 'text' not specified.", field="text")
@@ -216,7 +232,7 @@ async def languages(request: Request, calls: CallsDep) -> JSONResponse:
 @router.get("/usage", summary="DeepL: characters used and allowed this period, for the key")
 async def usage(request: Request, calls: CallsDep) -> JSONResponse:
     params = await read_params(request)
-    used, limit, _ = calls.access.usage(_caller(calls, request, params))
+    used, limit, _ = calls.access.usage(caller_of(calls, request, params))
     return JSONResponse({"character_count": used, "character_limit": limit})
 
 
@@ -235,20 +251,18 @@ async def glossary_language_pairs(calls: CallsDep) -> JSONResponse:
 
 
 def _glossary_info(glossary: StoredGlossary) -> dict[str, Any]:
-    created = dt.datetime.fromtimestamp(glossary.created, dt.UTC)
     return {
         "glossary_id": glossary.id,
         "name": glossary.name,
         "ready": True,
         "source_lang": glossary.source_lang,
         "target_lang": glossary.target_lang,
-        # Fractional seconds and a zone: the client parses "%Y-%m-%dT%H:%M:%S.%f%z".
-        "creation_time": created.isoformat(timespec="milliseconds").replace("+00:00", "Z"),
+        "creation_time": deepl_time(glossary.created),
         "entry_count": len(glossary.entries),
     }
 
 
-def _entries(text: str, entries_format: str) -> dict[str, str]:
+def parse_entries(text: str, entries_format: str) -> dict[str, str]:
     if entries_format not in ("tsv", "csv"):
         raise InvalidRequest("Value for 'entries_format' not supported: use tsv or csv")
     delimiter = "\t" if entries_format == "tsv" else ","
@@ -265,54 +279,57 @@ def _entries(text: str, entries_format: str) -> dict[str, str]:
 
 
 def _owned(calls: Calls, caller: Caller, glossary_id: str) -> StoredGlossary:
-    for glossary in calls.store.glossaries(caller.owner):
+    for glossary in _one_pair(calls, caller):
         if glossary.id == glossary_id:
             return glossary
     raise NotFound("Glossary not found")
 
 
+def _one_pair(calls: Calls, caller: Caller) -> list[StoredGlossary]:
+    """The caller's glossaries v2 can show: those of one dictionary (v3 shows them all)."""
+    return [g for g in calls.store.glossaries(caller.owner) if len(g.dictionaries) == 1]
+
+
 @router.post("/glossaries", status_code=201, summary="DeepL: create a glossary")
 async def create_glossary(request: Request, calls: CallsDep) -> JSONResponse:
     params = await read_params(request)
-    caller = _caller(calls, request, params)
+    caller = caller_of(calls, request, params)
     name, source_code, target_code = (
         params.text(n) for n in ("name", "source_lang", "target_lang")
     )
     text = params.text("entries")
     if not (name and source_code and target_code and text):
         raise InvalidRequest("name, source_lang, target_lang and entries are required")
-    source, target = (
-        request_lang(source_code, "source_lang"),
-        request_lang(target_code, "target_lang"),
-    )
+    source, target = deepl_lang(source_code, "source_lang"), deepl_lang(target_code, "target_lang")
     pool = calls.translator.pool
     if not pool.covers(source.tag, target.tag):
         raise InvalidRequest(f"Unsupported glossary language pair: {source.tag} to {target.tag}")
-    entries = _entries(text, params.text("entries_format") or "tsv")
+    entries = parse_entries(text, params.text("entries_format") or "tsv")
     # In a thread, as every write to the key store's file (its disk may stall).
     glossary = await asyncio.to_thread(
-        calls.store.add_glossary, caller.owner, name, source.code, target.code, entries
+        calls.store.add_glossary,
+        caller.owner,
+        name,
+        [GlossaryDictionary(source.code, target.code, entries)],
     )
     return JSONResponse(_glossary_info(glossary), status_code=201)
 
 
 @router.get("/glossaries", summary="DeepL: the key's glossaries")
 async def list_glossaries(request: Request, calls: CallsDep) -> JSONResponse:
-    caller = _caller(calls, request, await read_params(request))
-    return JSONResponse(
-        {"glossaries": [_glossary_info(g) for g in calls.store.glossaries(caller.owner)]}
-    )
+    caller = caller_of(calls, request, await read_params(request))
+    return JSONResponse({"glossaries": [_glossary_info(g) for g in _one_pair(calls, caller)]})
 
 
 @router.get("/glossaries/{glossary_id}", summary="DeepL: one glossary")
 async def get_glossary(glossary_id: str, request: Request, calls: CallsDep) -> JSONResponse:
-    caller = _caller(calls, request, await read_params(request))
+    caller = caller_of(calls, request, await read_params(request))
     return JSONResponse(_glossary_info(_owned(calls, caller, glossary_id)))
 
 
 @router.get("/glossaries/{glossary_id}/entries", summary="DeepL: a glossary's entries (TSV)")
 async def glossary_entries(glossary_id: str, request: Request, calls: CallsDep) -> Response:
-    caller = _caller(calls, request, await read_params(request))
+    caller = caller_of(calls, request, await read_params(request))
     glossary = _owned(calls, caller, glossary_id)
     tsv = "".join(f"{s}\t{t}\n" for s, t in glossary.entries.items())
     return Response(tsv, media_type="text/tab-separated-values; charset=utf-8")
@@ -320,7 +337,7 @@ async def glossary_entries(glossary_id: str, request: Request, calls: CallsDep) 
 
 @router.delete("/glossaries/{glossary_id}", status_code=204, summary="DeepL: delete a glossary")
 async def delete_glossary(glossary_id: str, request: Request, calls: CallsDep) -> Response:
-    caller = _caller(calls, request, await read_params(request))
+    caller = caller_of(calls, request, await read_params(request))
     if not await asyncio.to_thread(calls.store.delete_glossary, caller.owner, glossary_id):
         raise NotFound("Glossary not found")
     return Response(status_code=204)
@@ -329,7 +346,7 @@ async def delete_glossary(glossary_id: str, request: Request, calls: CallsDep) -
 @router.post("/document", summary="DeepL: upload a document to translate (multipart)")
 async def upload_document(request: Request, calls: CallsDep) -> JSONResponse:
     params = await read_params(request)
-    caller = _caller(calls, request, params)
+    caller = caller_of(calls, request, params)
     upload = params.file("file")
     if upload is None:
         raise InvalidRequest("Parameter 'file' not specified.", field="file")
@@ -360,7 +377,7 @@ async def upload_document(request: Request, calls: CallsDep) -> JSONResponse:
 
 async def _document(request: Request, calls: Calls, document_id: str) -> Any:
     params = await read_params(request)
-    caller = _caller(calls, request, params)
+    caller = caller_of(calls, request, params)
     doc = documents_of(request).get(document_id)
     if doc is None or doc.key != params.text("document_key") or doc.owner != caller.owner:
         raise NotFound("Document not found")

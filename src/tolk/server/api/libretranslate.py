@@ -31,8 +31,10 @@ from tolk.translation.files import FILE_TYPES, file_type
 from tolk.translation.request import GlossaryRequest, TranslationRequest
 from tolk.translation.results import Translation
 from tolk.wire import codes
+from tolk.wire.endpoints import LIBRETRANSLATE_PREFIX
 
-router = APIRouter(tags=["LibreTranslate API"])
+LIBRETRANSLATE_TAG = "LibreTranslate API"
+router = APIRouter(tags=[LIBRETRANSLATE_TAG])
 WEBLATE_PLACEABLE = re.compile(r"\[X\d+X\]")
 FORM_BODY: dict[str, Any] = {
     "requestBody": {
@@ -283,3 +285,24 @@ async def download_file(name: str, request: Request) -> Response:
 @router.post("/suggest", summary="LibreTranslate: suggestions (disabled on tolk)")
 async def suggest() -> JSONResponse:
     return JSONResponse({"error": "Suggestions are disabled on this server."}, status_code=403)
+
+
+@router.get("/spec", summary="LibreTranslate: this API's OpenAPI document")
+async def spec(request: Request) -> JSONResponse:
+    """LibreTranslate serves its API's description here (a Swagger document); tolk serves
+    the OpenAPI document of its LibreTranslate routes, at the paths clients call them by
+    (`/translate`, `/detect`, not the `/libretranslate/...` names tolk's own document
+    lists them under)."""
+    whole = request.app.openapi()
+    paths = {
+        path.removeprefix(LIBRETRANSLATE_PREFIX): item
+        for path, item in whole["paths"].items()
+        if any(LIBRETRANSLATE_TAG in op.get("tags", []) for op in item.values())
+    }
+    return JSONResponse(
+        {
+            **whole,
+            "info": {**whole["info"], "title": "tolk: LibreTranslate-compatible API"},
+            "paths": paths,
+        }
+    )

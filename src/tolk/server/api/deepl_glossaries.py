@@ -1,0 +1,230 @@
+"""DeepL's v3 glossaries at `/v3/glossaries`: a glossary with several dictionaries, one per
+language pair, created, read, renamed, merged into, replaced and deleted dictionary by
+dictionary, as the official clients (deepl-python's `*_multilingual_glossary*` calls) send
+them. A thin adapter over the key store's glossaries: a glossary made through v2 is a
+glossary of one dictionary here, one made here is usable by id in any translate request
+(the dictionary for the request's pair is used), and v2 reads those of one dictionary.
+
+Bodies are JSON or forms (parameters as in tolk.server.params); errors are DeepL's
+`{"message": ...}` (tolk.wire.errors): 400 for a malformed id or entries, 404 for a glossary
+or dictionary that is not there. Glossary bodies may be as large as `max_file_bytes` (DeepL
+takes dictionaries of up to 10 MB).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import uuid
+from typing import Any
+
+from fastapi import APIRouter, Request, Response
+from fastapi.responses import JSONResponse
+
+from tolk.errors import InvalidRequest, NotFound
+from tolk.keys import GlossaryDictionary, StoredGlossary
+from tolk.server.access import Caller
+from tolk.server.api.deepl import PARAMS_BODY, caller_of, deepl_lang, deepl_time, parse_entries
+from tolk.server.calls import Calls, CallsDep
+from tolk.server.params import read_params
+
+router = APIRouter(prefix="/v3/glossaries", tags=["DeepL API v3: glossaries"])
+
+
+def _info(glossary: StoredGlossary) -> dict[str, Any]:
+    return {
+        "glossary_id": glossary.id,
+        "name": glossary.name,
+        "ready": True,
+        "creation_time": deepl_time(glossary.created),
+        "dictionaries": [_dictionary_info(d) for d in glossary.dictionaries],
+    }
+
+
+def _dictionary_info(dictionary: GlossaryDictionary) -> dict[str, Any]:
+    return {
+        "source_lang": dictionary.source_lang,
+        "target_lang": dictionary.target_lang,
+        "entry_count": len(dictionary.entries),
+    }
+
+
+def _owned(calls: Calls, caller: Caller, glossary_id: str) -> StoredGlossary:
+    """The caller's glossary `glossary_id`: 400 for an id that cannot be one, 404 for one
+    that is not there (or not the caller's: an id is never confirmed to others)."""
+    try:
+        uuid.UUID(glossary_id)
+    except ValueError:
+        raise InvalidRequest(
+            "Value for 'glossary_id' not supported.", field="glossary_id"
+        ) from None
+    glossary = calls.store.glossary(glossary_id)
+    if glossary is None or glossary.owner != caller.owner:
+        raise NotFound("Glossary not found")
+    return glossary
+
+
+def _dictionary(calls: Calls, raw: Any) -> GlossaryDictionary:
+    """One dictionary of a request body: its pair (served by some model) and entries."""
+    if not isinstance(raw, dict):
+        raise InvalidRequest(
+            "Invalid glossary dictionary: an object with source_lang, "
+            "target_lang, entries and entries_format"
+        )
+    source_code, target_code = raw.get("source_lang"), raw.get("target_lang")
+    entries = raw.get("entries")
+    if not (isinstance(source_code, str) and isinstance(target_code, str)):
+        raise InvalidRequest("Each dictionary needs source_lang and target_lang")
+    if not isinstance(entries, str) or not entries.strip():
+        raise InvalidRequest("Invalid glossary entries: none given")
+    source, target = deepl_lang(source_code, "source_lang"), deepl_lang(target_code, "target_lang")
+    if not calls.translator.pool.covers(source.tag, target.tag):
+        raise InvalidRequest(f"Unsupported glossary language pair: {source.tag} to {target.tag}")
+    found = parse_entries(entries, str(raw.get("entries_format") or "tsv"))
+    return GlossaryDictionary(source.code, target.code, found)
+
+
+def _pair_of_query(request: Request) -> tuple[str, str]:
+    source, target = (request.query_params.get(n) for n in ("source_lang", "target_lang"))
+    if not source or not target:
+        raise InvalidRequest("source_lang and target_lang are required")
+    return deepl_lang(source, "source_lang").code, deepl_lang(target, "target_lang").code
+
+
+async def _store(calls: Calls, glossary: StoredGlossary) -> None:
+    # In a thread, as every write to the key store's file (its disk may stall).
+    await asyncio.to_thread(calls.store.change_glossary, glossary)
+
+
+@router.post("", status_code=201, summary="DeepL v3: create a glossary", openapi_extra=PARAMS_BODY)
+async def create(request: Request, calls: CallsDep) -> JSONResponse:
+    params = await read_params(request)
+    caller = caller_of(calls, request, params)
+    name, raw = params.text("name"), params.one("dictionaries")
+    if not name:
+        raise InvalidRequest("Parameter 'name' not specified.", field="name")
+    if not isinstance(raw, list) or not raw:
+        raise InvalidRequest("Parameter 'dictionaries' not specified.", field="dictionaries")
+    dictionaries = [_dictionary(calls, d) for d in raw]
+    pairs = [(d.source_lang, d.target_lang) for d in dictionaries]
+    if len(set(pairs)) != len(pairs):
+        raise InvalidRequest("Invalid glossary: two dictionaries for the same language pair")
+    glossary = await asyncio.to_thread(calls.store.add_glossary, caller.owner, name, dictionaries)
+    return JSONResponse(_info(glossary), status_code=201)
+
+
+@router.get("", summary="DeepL v3: the key's glossaries")
+async def list_all(request: Request, calls: CallsDep) -> JSONResponse:
+    caller = caller_of(calls, request, await read_params(request))
+    return JSONResponse({"glossaries": [_info(g) for g in calls.store.glossaries(caller.owner)]})
+
+
+@router.get("/{glossary_id}", summary="DeepL v3: one glossary")
+async def get(glossary_id: str, request: Request, calls: CallsDep) -> JSONResponse:
+    caller = caller_of(calls, request, await read_params(request))
+    return JSONResponse(_info(_owned(calls, caller, glossary_id)))
+
+
+@router.patch(
+    "/{glossary_id}",
+    summary="DeepL v3: rename, or merge entries into a dictionary",
+    openapi_extra=PARAMS_BODY,
+)
+async def update(glossary_id: str, request: Request, calls: CallsDep) -> JSONResponse:
+    """`name` renames; each of `dictionaries` is merged into the glossary's dictionary for
+    its pair (entries overwritten or added; the dictionary made if the pair has none)."""
+    params = await read_params(request)
+    caller = caller_of(calls, request, params)
+    glossary = _owned(calls, caller, glossary_id)
+    name, raw = params.text("name"), params.one("dictionaries")
+    if not name and not raw:
+        raise InvalidRequest("Nothing to update: give a name or dictionaries")
+    dictionaries = list(glossary.dictionaries)
+    for change in [_dictionary(calls, d) for d in raw or []]:
+        pair = (change.source_lang, change.target_lang)
+        at = next(
+            (i for i, d in enumerate(dictionaries) if (d.source_lang, d.target_lang) == pair), None
+        )
+        if at is None:
+            dictionaries.append(change)
+        else:
+            merged = {**dictionaries[at].entries, **change.entries}
+            dictionaries[at] = dataclasses.replace(change, entries=merged)
+    changed = dataclasses.replace(
+        glossary, name=name or glossary.name, dictionaries=tuple(dictionaries)
+    )
+    await _store(calls, changed)
+    return JSONResponse(_info(changed))
+
+
+@router.put(
+    "/{glossary_id}/dictionaries",
+    summary="DeepL v3: replace (or add) one dictionary",
+    openapi_extra=PARAMS_BODY,
+)
+async def replace(glossary_id: str, request: Request, calls: CallsDep) -> JSONResponse:
+    params = await read_params(request)
+    caller = caller_of(calls, request, params)
+    glossary = _owned(calls, caller, glossary_id)
+    new = _dictionary(
+        calls,
+        {n: params.one(n) for n in ("source_lang", "target_lang", "entries", "entries_format")},
+    )
+    pair = (new.source_lang, new.target_lang)
+    kept = [d for d in glossary.dictionaries if (d.source_lang, d.target_lang) != pair]
+    if len(kept) == len(glossary.dictionaries):
+        dictionaries = (*glossary.dictionaries, new)
+    else:  # in its place
+        dictionaries = tuple(
+            new if (d.source_lang, d.target_lang) == pair else d for d in glossary.dictionaries
+        )
+    await _store(calls, dataclasses.replace(glossary, dictionaries=dictionaries))
+    return JSONResponse(_dictionary_info(new))
+
+
+@router.get("/{glossary_id}/entries", summary="DeepL v3: one dictionary's entries (TSV)")
+async def entries(glossary_id: str, request: Request, calls: CallsDep) -> JSONResponse:
+    caller = caller_of(calls, request, await read_params(request))
+    glossary = _owned(calls, caller, glossary_id)
+    source, target = _pair_of_query(request)
+    dictionary = glossary.dictionary(source, target)
+    if dictionary is None:
+        raise NotFound(f"Dictionary not found: the glossary has none for {source}>{target}")
+    tsv = "\n".join(f"{s}\t{t}" for s, t in dictionary.entries.items())
+    return JSONResponse(
+        {
+            "dictionaries": [
+                {
+                    "source_lang": source,
+                    "target_lang": target,
+                    "entries": tsv,
+                    "entries_format": "tsv",
+                }
+            ]
+        }
+    )
+
+
+@router.delete("/{glossary_id}", status_code=204, summary="DeepL v3: delete a glossary")
+async def delete(glossary_id: str, request: Request, calls: CallsDep) -> Response:
+    caller = caller_of(calls, request, await read_params(request))
+    _owned(calls, caller, glossary_id)
+    if not await asyncio.to_thread(calls.store.delete_glossary, caller.owner, glossary_id):
+        raise NotFound("Glossary not found")
+    return Response(status_code=204)
+
+
+@router.delete(
+    "/{glossary_id}/dictionaries", status_code=204, summary="DeepL v3: delete one dictionary"
+)
+async def delete_dictionary(glossary_id: str, request: Request, calls: CallsDep) -> Response:
+    caller = caller_of(calls, request, await read_params(request))
+    glossary = _owned(calls, caller, glossary_id)
+    source, target = _pair_of_query(request)
+    if glossary.dictionary(source, target) is None:
+        raise NotFound(f"Dictionary not found: the glossary has none for {source}>{target}")
+    kept = tuple(
+        d for d in glossary.dictionaries if (d.source_lang, d.target_lang) != (source, target)
+    )
+    await _store(calls, dataclasses.replace(glossary, dictionaries=kept))
+    return Response(status_code=204)

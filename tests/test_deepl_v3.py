@@ -1,0 +1,163 @@
+"""DeepL's v3 glossaries through the official client (deepl 1.32: `*_multilingual_glossary*`),
+on the in-process server over stand-in engines: what is asserted is shapes, statuses and
+stored state, as deepl-python's own tests do against a real server, not the model's words."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import deepl
+import httpx
+import pytest
+from deepl.api_data import MultilingualGlossaryDictionaryEntries as Dictionary
+from deepl.api_data import MultilingualGlossaryInfo
+
+from tests.conftest import MainKeys
+from tests.helpers import InProcessServer
+from tolk.local.processes import start_proxy
+
+NONEXISTENT = "96ab91fd-e715-41a1-adeb-5d701f84a483"  # deepl-python's NONEXISTENT_GLOSSARY_ID
+
+
+@pytest.fixture
+def client(edge_server: InProcessServer, main_keys: MainKeys) -> Iterator[deepl.DeepLClient]:
+    deepl.http_client.max_network_retries = 0
+    made = deepl.DeepLClient(main_keys.full, server_url=edge_server.url)
+    yield made
+    # As the client's own test harness cleans up: listed and deleted through v3.
+    for glossary in made.list_multilingual_glossaries():
+        made.delete_multilingual_glossary(glossary)
+
+
+def pairs(glossary: MultilingualGlossaryInfo) -> list[tuple[str, str, int]]:
+    return [(d.source_lang, d.target_lang, d.entry_count) for d in glossary.dictionaries]
+
+
+def tsv(entries: Dictionary) -> str:
+    """A dictionary's entries as the client hands them back: the server's TSV, unparsed
+    (its type hints say a dict)."""
+    value: object = entries.entries
+    assert isinstance(value, str)
+    return value
+
+
+def test_create_get_list_and_the_same_creation_time(client: deepl.DeepLClient) -> None:
+    made = client.create_multilingual_glossary(
+        "both ways",
+        [Dictionary("EN", "DE", {"Hello": "Hallo"}), Dictionary("DE", "EN", {"Hallo": "Hello"})],
+    )
+    assert made.name == "both ways"
+    got = client.get_multilingual_glossary(made.glossary_id)
+    assert (got.name, got.creation_time) == (made.name, made.creation_time)
+    assert pairs(got) == pairs(made) == [("EN", "DE", 1), ("DE", "EN", 1)]
+    assert made.glossary_id in {g.glossary_id for g in client.list_multilingual_glossaries()}
+
+
+def test_merge_rename_replace_and_entries(client: deepl.DeepLClient) -> None:
+    made = client.create_multilingual_glossary(
+        "terms",
+        [Dictionary("DE", "EN", {"Hallo": "Hello"}), Dictionary("EN", "DE", {"Hello": "Hallo"})],
+    )
+    merged = client.update_multilingual_glossary_dictionary(
+        made, Dictionary("EN", "DE", {"Hello": "Guten Tag", "Apple": "Apfel"})
+    )
+    counts = {(d.source_lang, d.target_lang): d.entry_count for d in merged.dictionaries}
+    assert counts == {("DE", "EN"): 1, ("EN", "DE"): 2}
+    renamed = client.update_multilingual_glossary_name(made, "New Glossary Name")
+    assert client.get_multilingual_glossary(made.glossary_id).name == renamed.name
+    replaced = client.replace_multilingual_glossary_dictionary(
+        made, Dictionary("EN", "DE", {"Apple": "Apfel"})
+    )
+    assert (replaced.source_lang, replaced.target_lang, replaced.entry_count) == ("EN", "DE", 1)
+    (entries,) = client.get_multilingual_glossary_entries(made, "EN", "DE").dictionaries
+    assert tsv(entries) == "Apple\tApfel"
+    client.delete_multilingual_glossary_dictionary(made, source_lang="EN", target_lang="DE")
+    left = client.get_multilingual_glossary(made.glossary_id).dictionaries
+    assert [(d.source_lang, d.target_lang) for d in left] == [("DE", "EN")]
+
+
+def test_entries_round_trip_exactly_even_ten_thousand(client: deepl.DeepLClient) -> None:
+    odd = {"Apple": "Apfel", "A%=&": "B&=%", "Δぁ": "深", "🪨": "🪵"}
+    made = client.create_multilingual_glossary("odd", [Dictionary("EN", "DE", odd)])
+    (got,) = client.get_multilingual_glossary_entries(made.glossary_id, "EN", "DE").dictionaries
+    assert tsv(got) == "\n".join(f"{s}\t{t}" for s, t in odd.items())
+    # About 290 KB of JSON: past the 128 KiB body limit of texts, within a glossary's.
+    large = {f"Source-{i}": f"Target-{i}" for i in range(10_000)}
+    big = client.create_multilingual_glossary("large", [Dictionary("EN", "DE", large)])
+    assert big.dictionaries[0].entry_count == 10_000
+    (back,) = client.get_multilingual_glossary_entries(big, "EN", "DE").dictionaries
+    assert dict(line.split("\t") for line in tsv(back).split("\n")) == large
+
+
+def test_missing_invalid_and_unsupported(client: deepl.DeepLClient) -> None:
+    with pytest.raises(deepl.GlossaryNotFoundException):
+        client.get_multilingual_glossary(NONEXISTENT)
+    with pytest.raises(deepl.GlossaryNotFoundException):
+        client.delete_multilingual_glossary(NONEXISTENT)
+    with pytest.raises(deepl.DeepLException, match="glossary_id"):
+        client.get_multilingual_glossary("invalid_glossary_id")
+    with pytest.raises(deepl.DeepLException, match=r"target_lang.*not supported"):
+        client.create_multilingual_glossary("bad", [Dictionary("EN", "XX", {"a": "b"})])
+    made = client.create_multilingual_glossary("gone", [Dictionary("EN", "DE", {"a": "b"})])
+    client.delete_multilingual_glossary(made)
+    with pytest.raises(deepl.GlossaryNotFoundException):
+        client.get_multilingual_glossary(made.glossary_id)
+    with pytest.raises(deepl.DeepLException, match=r"target_lang.*not supported"):
+        client.translate_text("Hello", target_lang="XX")
+
+
+def test_v2_and_v3_see_the_same_glossaries_and_translate_uses_the_pairs_dictionary(
+    client: deepl.DeepLClient, edge_server: InProcessServer, main_keys: MainKeys
+) -> None:
+    v2 = client.create_glossary("v2 made", "EN", "DE", {"batch": "Stapel"})
+    seen = {g.glossary_id: g for g in client.list_multilingual_glossaries()}
+    assert [(d.source_lang, d.target_lang) for d in seen[v2.glossary_id].dictionaries] == [
+        ("EN", "DE")
+    ]
+    both = client.create_multilingual_glossary(
+        "both",
+        [Dictionary("EN", "DE", {"Apple": "Apfel"}), Dictionary("DE", "EN", {"Apfel": "Apple"})],
+    )
+    # v2 shows glossaries of one pair only.
+    assert both.glossary_id not in {g.glossary_id for g in client.list_glossaries()}
+    for source, target in (("DE", "EN-US"), ("EN", "DE")):
+        result = client.translate_text(
+            "Apfel", source_lang=source, target_lang=target, glossary=both
+        )
+        assert isinstance(result, deepl.TextResult)
+    # An id for a pair the glossary has no dictionary for: DeepL's 400, saying which it has.
+    answer = httpx.post(
+        f"{edge_server.url}/v2/translate",
+        json={
+            "text": ["x"],
+            "source_lang": "EN",
+            "target_lang": "FR",
+            "glossary_id": both.glossary_id,
+        },
+        headers={"Authorization": f"DeepL-Auth-Key {main_keys.full}"},
+        timeout=30,
+    )
+    assert answer.status_code == 400, answer.text
+    assert "no dictionary for en>fr" in answer.json()["message"]
+
+
+def test_every_call_goes_through_the_proxy(
+    edge_server: InProcessServer, main_keys: MainKeys, tmp_path: Path
+) -> None:
+    """PUT and PATCH too, and a glossary body past the proxy's 128 KiB limit of texts."""
+    proxy = start_proxy(tmp_path, "proxy", [edge_server.url])
+    try:
+        deepl.http_client.max_network_retries = 0
+        client = deepl.DeepLClient(main_keys.full, server_url=proxy.url)
+        large = {f"Source-{i}": f"Target-{i}" for i in range(6_000)}
+        made = client.create_multilingual_glossary("via proxy", [Dictionary("EN", "DE", large)])
+        client.update_multilingual_glossary_name(made, "renamed")
+        client.replace_multilingual_glossary_dictionary(made, Dictionary("EN", "DE", {"a": "b"}))
+        got = client.get_multilingual_glossary(made.glossary_id)
+        assert (got.name, pairs(got)) == ("renamed", [("EN", "DE", 1)])
+        client.delete_multilingual_glossary(made)
+        with pytest.raises(deepl.GlossaryNotFoundException):
+            client.get_multilingual_glossary(made.glossary_id)
+    finally:
+        proxy.stop()
