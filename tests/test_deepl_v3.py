@@ -11,7 +11,7 @@ import deepl
 import httpx
 import pytest
 from deepl.api_data import MultilingualGlossaryDictionaryEntries as Dictionary
-from deepl.api_data import MultilingualGlossaryInfo
+from deepl.api_data import MultilingualGlossaryInfo, WriteResult
 
 from tests.conftest import MainKeys
 from tests.helpers import InProcessServer
@@ -161,3 +161,28 @@ def test_every_call_goes_through_the_proxy(
             client.get_multilingual_glossary(made.glossary_id)
     finally:
         proxy.stop()
+
+
+def test_rephrase_through_the_client(
+    client: deepl.DeepLClient, edge_server: InProcessServer
+) -> None:
+    """DeepL Write: one text in its own language (detected), a list rewritten into another
+    in a style; style and tone together are refused as DeepL refuses them."""
+    requests = edge_server.engines.started["demo"].requests
+    one = client.rephrase_text("The museum opens at nine in the morning.", target_lang="en-GB")
+    assert isinstance(one, WriteResult)
+    assert (one.detected_source_language, one.target_language) == ("en", "en-GB")
+    assert one.text
+    listed = client.rephrase_text(
+        ["Guten Morgen zusammen, wie geht es euch heute?", "The museum opens at nine."],
+        target_lang="DE",
+        style="business",
+    )
+    assert isinstance(listed, list)
+    assert [r.detected_source_language for r in listed] == ["de", "en"]
+    assert {r.target_language for r in listed} == {"de"}
+    assert edge_server.engines.started["demo"].requests > requests  # the engine was asked
+    with pytest.raises(deepl.DeepLException, match="Both writing_style and tone"):
+        client.rephrase_text("Hello there, friends.", style="business", tone="friendly")
+    with pytest.raises(deepl.DeepLException, match="writing_style"):
+        client.rephrase_text("Hello there, friends.", style="poetic")

@@ -10,6 +10,7 @@ from tolk.translation.prompts import (
     ChatPrompt,
     CompletionPrompt,
     Instructions,
+    chat,
     clean,
     keep_outer_whitespace,
 )
@@ -173,3 +174,15 @@ def test_a_segment_with_placeholders_is_told_to_keep_them() -> None:
     plain = chat("Run make serve.", lang("en"), lang("de"))
     assert isinstance(plain, ChatPrompt)
     assert "tags" not in plain.messages[0]["content"]
+
+
+def test_a_rewrite_asks_for_the_rewrite_not_a_translation() -> None:
+    asked = Instructions(rewrite="correct its errors. Write it in a business style.")
+    prompt = chat("Teh museum open at nine.", lang("en"), lang("en"), (), asked)
+    assert isinstance(prompt, ChatPrompt)
+    content = prompt.messages[-1]["content"]
+    assert content.startswith("Rewrite the following English text: correct its errors.")
+    assert "Translate" not in content
+    into = chat("Guten Morgen.", lang("de"), lang("en"), (), asked)
+    assert isinstance(into, ChatPrompt)
+    assert into.messages[-1]["content"].startswith("Rewrite the following German text in English")

@@ -30,7 +30,7 @@ from tolk.engine.supervisor import RestartPolicy, Supervisor
 from tolk.errors import ClientDisconnected
 from tolk.keys import SYNC_SECONDS, KeyStore
 from tolk.server.access import Access
-from tolk.server.api import deepl, deepl_glossaries, libretranslate, web
+from tolk.server.api import deepl, deepl_glossaries, deepl_write, libretranslate, web
 from tolk.server.api.tolk import router
 from tolk.server.calls import Calls, client_closed
 from tolk.server.documents import DocumentStore
@@ -201,7 +201,8 @@ def create_app(config: TolkConfig, *, starter: LLMStarter | None = None) -> Fast
     app.state.documents = parts.documents
     install_error_handlers(app)
     app.add_exception_handler(ClientDisconnected, client_closed)
-    for api in (router, deepl.router, deepl_glossaries.router, libretranslate.router, web.router):
+    apis = (deepl.router, deepl_glossaries.router, deepl_write.router, libretranslate.router)
+    for api in (router, *apis, web.router):
         app.include_router(api)
     app.mount("/static", StaticFiles(packages=[("tolk.server", "static")]), name="static")
     # add_middleware wraps: the last added is outermost.

@@ -68,6 +68,12 @@ def instructions_for(engine: ModelEngine, target: Lang, asked: Instructions) -> 
     if not asked:
         return asked
     fmt = engine.settings.prompt_format
+    if asked.rewrite and fmt != "chat":
+        raise InvalidRequest(
+            f"model '{engine.name}' ({fmt} prompts) only translates; rephrasing needs a model "
+            "served with the chat prompt format",
+            field="text",
+        )
     instructed = fmt in INSTRUCTED
     if asked.formality and not (instructed and target.code in FORMAL_REGISTERS):
         if not asked.prefer:

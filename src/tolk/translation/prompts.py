@@ -51,9 +51,12 @@ class Instructions:
     prefer: bool = False  # DeepL's prefer_more/prefer_less: dropped where unsupported
     context: str | None = None
     custom: tuple[str, ...] = ()
+    # Not a translation but a rewrite (DeepL Write's rephrase), with this aim: the chat
+    # format only (tolk.translation.policy.instructions_for refuses it elsewhere).
+    rewrite: str | None = None
 
     def __bool__(self) -> bool:
-        return bool(self.formality or self.context or self.custom)
+        return bool(self.formality or self.context or self.custom or self.rewrite)
 
     @classmethod
     def of(
@@ -135,11 +138,19 @@ def chat(
     terms: Terms = (),
     instructions: Instructions = NO_INSTRUCTIONS,
 ) -> Prompt:
-    prompt = _user(
-        f"Translate the following {source.name} text into {target.name}. "
-        "Reply with the translation only, without explanations, notes or quotation marks.\n"
-        f"{glossary_instruction(terms)}{instructions.text()}\n{text}"
-    )
+    if instructions.rewrite:
+        into = "" if source.code == target.code else f" in {target.name}"
+        task = (
+            f"Rewrite the following {source.name} text{into}: {instructions.rewrite} "
+            "Reply with the rewritten text only, without explanations, notes or quotation "
+            "marks.\n"
+        )
+    else:
+        task = (
+            f"Translate the following {source.name} text into {target.name}. "
+            "Reply with the translation only, without explanations, notes or quotation marks.\n"
+        )
+    prompt = _user(f"{task}{glossary_instruction(terms)}{instructions.text()}\n{text}")
     # The tags' instruction goes in a system message: in the user's message, between the
     # request and the text, the 0.5B Qwen took it for text and translated it into its answer
     # (docs/benchmarks.md, "Quality": markup).

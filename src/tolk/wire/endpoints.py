@@ -32,7 +32,12 @@ FILE_PATHS = frozenset({"/translate/file", "/v2/document", "/translate_file"})
 GLOSSARY_PATHS = re.compile(r"^/v[23]/glossaries(?:/|$)")
 LIBRETRANSLATE_PREFIX = "/libretranslate"
 # Translation requests: refused first when the server is full (server.middleware.Shedding).
-TRANSLATING_PATHS = FILE_PATHS | {"/translate", "/v2/translate", "/libretranslate/translate"}
+TRANSLATING_PATHS = FILE_PATHS | {
+    "/translate",
+    "/v2/translate",
+    "/v2/write/rephrase",
+    "/libretranslate/translate",
+}
 # What the servers answer and a proxy forwards (anything else is the proxy's own or its 404).
 UPSTREAM_PATHS = frozenset(
     {"/", "/detect", "/translate/file", *SHARED_PATHS, *LIBRETRANSLATE_PATHS}
