@@ -1,8 +1,11 @@
-"""A two-model server, through its life: routing by language pair, per-model engine metrics,
-and finally SIGTERM with requests in flight. (An engine dying: test_server_supervision.)
+"""A two-model server: routing by language pair and the context limit (tolk's own, tested
+in-process over stand-in engines), then a real one through its life: per-model engine
+metrics, and finally SIGTERM with requests in flight. (An engine dying:
+test_server_supervision.) The real server's tests are in the slow tier: it starts two
+engines for them alone.
 
-The tests in this module share one server and run in file order; each checks the state it
-needs before acting.
+The real server's tests share it and run in file order; each checks the state it needs
+before acting.
 """
 
 from __future__ import annotations
@@ -12,13 +15,23 @@ import signal
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import httpx
 import psutil
 import pytest
 
-from tests.helpers import ServerProcess, TextMaker, metric_samples, model_config, wait_until
+from tests.helpers import (
+    InProcessServer,
+    ServerProcess,
+    TextMaker,
+    metric_samples,
+    model_config,
+    server_config,
+    wait_until,
+)
 from tests.test_server_api import assert_error
+from tolk.local.processes import free_port
 
 pytestmark = pytest.mark.engine
 
@@ -41,23 +54,30 @@ class PairServer:
         return sorted(cores, key=lambda p: p.create_time())
 
 
+def pair_models(test_model: Path) -> list[dict[str, Any]]:
+    return [
+        model_config("alpha", test_model, languages=["en", "de"], max_tokens_ratio=3),
+        model_config(
+            "beta",
+            test_model,
+            pairs=["en>ne", "ne>en"],
+            engine={"max_num_seqs": 4, "max_model_len": 256},
+        ),
+    ]
+
+
+@pytest.fixture(scope="module")
+def pair_edge(test_model: Path) -> Iterator[str]:
+    server = InProcessServer(server_config(pair_models(test_model), free_port()))
+    yield server.url
+    server.stop()
+
+
 @pytest.fixture(scope="module")
 def pair_server(test_model: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[PairServer]:
     workdir = tmp_path_factory.mktemp("pair-server")
     server = ServerProcess.launch(
-        workdir,
-        "pairs",
-        [
-            model_config("alpha", test_model, languages=["en", "de"], max_tokens_ratio=3),
-            model_config(
-                "beta",
-                test_model,
-                pairs=["en>ne", "ne>en"],
-                engine={"max_num_seqs": 4, "max_model_len": 256},
-            ),
-        ],
-        request_timeout=120,
-        shutdown_grace=GRACE,
+        workdir, "pairs", pair_models(test_model), request_timeout=120, shutdown_grace=GRACE
     )
     yield PairServer(server)
     server.stop()
@@ -70,8 +90,8 @@ def translate(url: str, source: str, target: str, model: str | None = None) -> h
     return httpx.post(f"{url}/translate", json=body, timeout=60)
 
 
-def test_routes_each_pair_to_the_model_that_serves_it(pair_server: PairServer) -> None:
-    url = pair_server.url
+def test_routes_each_pair_to_the_model_that_serves_it(pair_edge: str) -> None:
+    url = pair_edge
     assert translate(url, "en", "de").json()["model"] == "alpha"
     assert translate(url, "de-AT", "en").json()["model"] == "alpha"
     assert translate(url, "en", "ne").json()["model"] == "beta"
@@ -87,17 +107,21 @@ def test_routes_each_pair_to_the_model_that_serves_it(pair_server: PairServer) -
     assert error["supported"] == [{"model": "beta", "pairs": ["en>ne", "ne>en"]}]
 
 
-def test_prompt_longer_than_the_context_is_413(pair_server: PairServer, texts: TextMaker) -> None:
+def test_prompt_longer_than_the_context_is_413(pair_edge: str, texts: TextMaker) -> None:
     body = {"text": texts.text(230), "source_lang": "en", "target_lang": "ne", "split": "none"}
-    response = httpx.post(f"{pair_server.url}/translate", json=body, timeout=60)
+    response = httpx.post(f"{pair_edge}/translate", json=body, timeout=60)
     error = assert_error(response, 413, "payload_too_large")
     assert error["max_model_len"] == 256
     assert error["prompt_tokens"] > 230
     assert "split 'sentences'" in error["message"]
 
 
+@pytest.mark.slow
 def test_metrics_keep_both_engines(pair_server: PairServer) -> None:
-    text = httpx.get(f"{pair_server.url}/metrics").text
+    url = pair_server.url
+    for source, target in (("en", "de"), ("de", "en"), ("en", "de"), ("en", "ne"), ("ne", "en")):
+        assert translate(url, source, target).status_code == 200
+    text = httpx.get(f"{url}/metrics").text
     running = {
         labels["model_name"] for labels, _ in metric_samples(text, "vllm:num_requests_running")
     }
@@ -110,6 +134,7 @@ def test_metrics_keep_both_engines(pair_server: PairServer) -> None:
     assert first_token["beta"] >= 2
 
 
+@pytest.mark.slow
 async def test_sigterm_finishes_in_flight_requests_and_leaves_no_processes(
     pair_server: PairServer, texts: TextMaker
 ) -> None:
