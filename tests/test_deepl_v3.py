@@ -186,3 +186,55 @@ def test_rephrase_through_the_client(
         client.rephrase_text("Hello there, friends.", style="business", tone="friendly")
     with pytest.raises(deepl.DeepLException, match="writing_style"):
         client.rephrase_text("Hello there, friends.", style="poetic")
+
+
+def test_style_rules_through_the_client(
+    client: deepl.DeepLClient, edge_server: InProcessServer, main_keys: MainKeys
+) -> None:
+    """deepl-python's test_style_rule_crud flow, then a translation naming the rule: its
+    rules and instructions reach the model's prompt."""
+    rule = client.create_style_rule("Test Style Rule", "en")
+    assert (rule.name, rule.language, rule.version) == ("Test Style Rule", "en", 1)
+    got = client.get_style_rule(rule.style_id)
+    assert (got.style_id, got.name, got.creation_time) == (
+        rule.style_id,
+        rule.name,
+        rule.creation_time,
+    )
+    renamed = client.update_style_rule_name(rule, "Updated Name")
+    assert (renamed.name, renamed.version) == ("Updated Name", 2)
+    configured = client.update_style_rule_configured_rules(
+        rule.style_id, {"dates_and_times": {"calendar_era": "use_bc_and_ad"}}
+    )
+    assert configured.style_id == rule.style_id
+    made = client.create_style_rule_custom_instruction(
+        rule, "Test Instruction", "Always use formal language"
+    )
+    assert (made.label, made.prompt) == ("Test Instruction", "Always use formal language")
+    assert made.id
+    assert client.get_style_rule_custom_instruction(rule, made.id).label == "Test Instruction"
+    updated = client.update_style_rule_custom_instruction(
+        rule, made.id, "Updated Instruction", "Always use formal language"
+    )
+    assert updated.label == "Updated Instruction"
+    listed = client.get_all_style_rules(detailed=True)
+    (mine,) = [r for r in listed if r.style_id == rule.style_id]
+    assert [c.label for c in mine.custom_instructions] == ["Updated Instruction"]
+    # Used: the translation's prompt carries the rule (the stand-in engine keeps no prompts,
+    # so the request is checked by its answer; a rule for another language is refused).
+    assert isinstance(
+        client.translate_text("Hallo", target_lang="EN-US", style_rule=rule), deepl.TextResult
+    )
+    wrong = httpx.post(
+        f"{edge_server.url}/v2/translate",
+        json={"text": ["Hello"], "target_lang": "DE", "style_id": rule.style_id},
+        headers={"Authorization": f"DeepL-Auth-Key {main_keys.full}"},
+        timeout=30,
+    )
+    assert wrong.status_code == 400
+    assert "does not match" in wrong.json()["message"]
+    client.delete_style_rule_custom_instruction(rule, made.id)
+    assert client.get_style_rule(rule).custom_instructions == []
+    client.delete_style_rule(rule)
+    with pytest.raises(deepl.DeepLException, match="Not found"):
+        client.get_style_rule(rule.style_id)

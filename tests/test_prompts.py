@@ -186,3 +186,26 @@ def test_a_rewrite_asks_for_the_rewrite_not_a_translation() -> None:
     into = chat("Guten Morgen.", lang("de"), lang("en"), (), asked)
     assert isinstance(into, ChatPrompt)
     assert into.messages[-1]["content"].startswith("Rewrite the following German text in English")
+
+
+def test_a_style_rule_becomes_prompt_instructions() -> None:
+    from tolk.keys import CustomInstruction, StyleRule
+    from tolk.server.api.deepl import rule_instructions
+
+    rule = StyleRule(
+        "id",
+        "owner",
+        "house style",
+        "en",
+        0.0,
+        0.0,
+        configured_rules={"dates_and_times": {"calendar_era": "use_bc_and_ad"}},
+        custom_instructions=(CustomInstruction("i", "formal", "Always use formal language"),),
+    )
+    lines = rule_instructions(rule)
+    assert lines == ("Dates and times, calendar era: use bc and ad", "Always use formal language")
+    prompt = chat("Hallo.", lang("de"), lang("en"), (), Instructions(custom=lines))
+    assert isinstance(prompt, ChatPrompt)
+    content = prompt.messages[-1]["content"]
+    assert "Dates and times, calendar era: use bc and ad.\n" in content
+    assert "Always use formal language.\n" in content

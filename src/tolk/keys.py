@@ -14,6 +14,7 @@ host that share the file share the counts; `/v2/usage` reports them.
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 import hashlib
 import json
@@ -58,6 +59,12 @@ CREATE TABLE IF NOT EXISTS glossaries (
     entries TEXT NOT NULL,
     created REAL NOT NULL,
     dictionaries TEXT
+);
+CREATE TABLE IF NOT EXISTS style_rules (
+    id TEXT PRIMARY KEY,
+    owner TEXT NOT NULL,
+    rule TEXT NOT NULL,
+    created REAL NOT NULL
 );
 """
 
@@ -116,6 +123,55 @@ class StoredGlossary:
         return self.dictionaries[0].entries if self.dictionaries else {}
 
 
+@dataclass(frozen=True)
+class CustomInstruction:
+    id: str
+    label: str
+    prompt: str
+    source_language: str | None = None
+
+
+@dataclass(frozen=True)
+class StyleRule:
+    """DeepL's style rule: predefined rules (`configured_rules`, {category: {rule: option}})
+    and custom instructions, for one target language; a translation naming it (`style_id`)
+    gets them as instructions in its prompt."""
+
+    id: str
+    owner: str
+    name: str
+    language: str
+    created: float
+    updated: float
+    version: int = 1
+    configured_rules: Mapping[str, Mapping[str, str]] = dataclasses.field(default_factory=dict)
+    custom_instructions: tuple[CustomInstruction, ...] = ()
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "language": self.language,
+            "updated": self.updated,
+            "version": self.version,
+            "configured_rules": self.configured_rules,
+            "custom_instructions": [dataclasses.asdict(c) for c in self.custom_instructions],
+        }
+
+    @classmethod
+    def of_json(cls, rule_id: str, owner: str, created: float, data: dict[str, Any]) -> StyleRule:
+        return cls(
+            rule_id,
+            owner,
+            data["name"],
+            data["language"],
+            created,
+            data["updated"],
+            data["version"],
+            data["configured_rules"],
+            tuple(CustomInstruction(**c) for c in data["custom_instructions"]),
+        )
+
+
 def hash_key(secret: str) -> str:
     return hashlib.sha256(secret.encode()).hexdigest()
 
@@ -154,6 +210,7 @@ class KeyStore:
         self._flushing: dict[tuple[str, str], tuple[int, int]] = {}
         self._pending_lock = threading.Lock()
         self._glossaries: dict[str, StoredGlossary] = {}
+        self._style_rules: dict[str, StyleRule] = {}
         self._version = -1  # the file's PRAGMA data_version at the last read
         self.sync(force=True)
 
@@ -288,9 +345,11 @@ class KeyStore:
                 "SELECT id, owner, name, source_lang, target_lang, entries, created, dictionaries "
                 "FROM glossaries"
             ).fetchall()
+            rules = self._db.execute("SELECT id, owner, created, rule FROM style_rules").fetchall()
         self._by_hash = {row[0]: Key(*row[1:]) for row in keys}
         self._used = {(k, p): c for k, p, c in usage}
         self._glossaries = {row[0]: _glossary_of_row(row) for row in glossaries}
+        self._style_rules = {i: StyleRule.of_json(i, o, c, json.loads(r)) for i, o, c, r in rules}
 
     # -- glossaries made through the API -----------------------------------------------------
 
@@ -336,6 +395,36 @@ class KeyStore:
             ).rowcount
         if deleted:
             self._glossaries.pop(glossary_id, None)
+        return bool(deleted)
+
+    # -- style rules made through the API ----------------------------------------------------
+
+    def put_style_rule(self, rule: StyleRule) -> None:
+        """Store a new or changed style rule (under its id and owner)."""
+        body = json.dumps(rule.to_json(), ensure_ascii=False)
+        with self._tx() as db:
+            db.execute(
+                "INSERT INTO style_rules (id, owner, rule, created) VALUES (?, ?, ?, ?) "
+                "ON CONFLICT (id) DO UPDATE SET rule = excluded.rule WHERE owner = excluded.owner",
+                (rule.id, rule.owner, body, rule.created),
+            )
+        self._style_rules[rule.id] = rule
+
+    def style_rules(self, owner: str) -> list[StyleRule]:
+        found = (r for r in self._style_rules.values() if r.owner == owner)
+        return sorted(found, key=lambda r: r.created)
+
+    def style_rule(self, rule_id: str) -> StyleRule | None:
+        """Any owner's rule by id (an id is unguessable: having it is using it)."""
+        return self._style_rules.get(rule_id)
+
+    def delete_style_rule(self, owner: str, rule_id: str) -> bool:
+        with self._tx() as db:
+            deleted = db.execute(
+                "DELETE FROM style_rules WHERE id = ? AND owner = ?", (rule_id, owner)
+            ).rowcount
+        if deleted:
+            self._style_rules.pop(rule_id, None)
         return bool(deleted)
 
 

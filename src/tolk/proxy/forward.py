@@ -29,7 +29,13 @@ from tolk.proxy.routing import (
 from tolk.proxy.upstream import Upstream
 from tolk.proxy.upstreams import UpstreamPool
 from tolk.wire.asgi import CLIENT_CLOSED, wait_for_disconnect
-from tolk.wire.endpoints import STICKY, api_of_path, is_libretranslate, takes_large_bodies
+from tolk.wire.endpoints import (
+    DOCUMENT_UPLOADS,
+    STICKY,
+    api_of_path,
+    is_libretranslate,
+    takes_large_bodies,
+)
 from tolk.wire.errors import Api
 
 
@@ -153,7 +159,7 @@ async def forward(request: Request, request_id: str, state: ProxyState) -> Respo
     added = max(0.0, time.perf_counter() - started - waited)
     state.metrics.added.observe(added)
     payload = final.body
-    if final.status == 200 and path in ("/v2/document", "/translate_file"):
+    if final.status == 200 and path in DOCUMENT_UPLOADS:
         payload = hold_sticky(payload, final.upstream.url, state.sticky, str(request.base_url))
     return answer(final, payload, added)
 

@@ -30,7 +30,14 @@ from tolk.engine.supervisor import RestartPolicy, Supervisor
 from tolk.errors import ClientDisconnected
 from tolk.keys import SYNC_SECONDS, KeyStore
 from tolk.server.access import Access
-from tolk.server.api import deepl, deepl_glossaries, deepl_write, libretranslate, web
+from tolk.server.api import (
+    deepl,
+    deepl_glossaries,
+    deepl_style_rules,
+    deepl_write,
+    libretranslate,
+    web,
+)
 from tolk.server.api.tolk import router
 from tolk.server.calls import Calls, client_closed
 from tolk.server.documents import DocumentStore
@@ -201,7 +208,13 @@ def create_app(config: TolkConfig, *, starter: LLMStarter | None = None) -> Fast
     app.state.documents = parts.documents
     install_error_handlers(app)
     app.add_exception_handler(ClientDisconnected, client_closed)
-    apis = (deepl.router, deepl_glossaries.router, deepl_write.router, libretranslate.router)
+    apis = (
+        deepl.router,
+        deepl_glossaries.router,
+        deepl_style_rules.router,
+        deepl_write.router,
+        libretranslate.router,
+    )
     for api in (router, *apis, web.router):
         app.include_router(api)
     app.mount("/static", StaticFiles(packages=[("tolk.server", "static")]), name="static")

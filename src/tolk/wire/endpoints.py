@@ -43,6 +43,9 @@ UPSTREAM_PATHS = frozenset(
     {"/", "/detect", "/translate/file", *SHARED_PATHS, *LIBRETRANSLATE_PATHS}
 )
 UPSTREAM_PREFIXES = ("/v2/", "/v3/", "/download_file/", "/static/", LIBRETRANSLATE_PREFIX + "/")
+# Uploads whose answer names a document made on the server that answered (a proxy keeps
+# that server for the document's later calls, STICKY).
+DOCUMENT_UPLOADS = frozenset({"/v2/document", "/translate_file"})
 # A document made by one server and fetched later (DeepL's jobs, LibreTranslate's files): the
 # group is its id, which a proxy keeps on the server that made it.
 STICKY = re.compile(r"^/(?:v2/document/|download_file/)([0-9A-Fa-f]+)")

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import csv
+import dataclasses
 import datetime as dt
 import io
 from pathlib import PurePath
@@ -27,7 +28,7 @@ from fastapi import APIRouter, Request, Response
 from fastapi.responses import JSONResponse
 
 from tolk.errors import InvalidLanguage, InvalidRequest, NotFound, TolkError
-from tolk.keys import GlossaryDictionary, StoredGlossary
+from tolk.keys import GlossaryDictionary, StoredGlossary, StyleRule
 from tolk.languages import Lang, lang, request_lang
 from tolk.server.access import Caller
 from tolk.server.calls import Calls, CallsDep, attachment, bearer_key
@@ -50,6 +51,7 @@ class DocumentNotReady(TolkError):
 
 
 MAX_INSTRUCTIONS, MAX_INSTRUCTION_CHARS = 10, 300
+MAX_GLOSSARY_IDS = 5
 MODEL_TYPES = ("quality_optimized", "latency_optimized", "prefer_quality_optimized")
 # How long a document status request waits for the translation to end before answering
 # "translating": a short document is "done" at the first poll (the client then never sleeps).
@@ -121,6 +123,32 @@ def _instructions(params: Params) -> Instructions:
     return Instructions.of(formality, params.text("context"), custom)
 
 
+def rule_instructions(rule: StyleRule) -> tuple[str, ...]:
+    """The rule as prompt instructions: each configured rule a line, then each custom
+    instruction's prompt."""
+    lines = [
+        f"{category.replace('_', ' ').capitalize()}, {name.replace('_', ' ')}: "
+        f"{option.replace('_', ' ')}"
+        for category, rules in rule.configured_rules.items()
+        for name, option in rules.items()
+    ]
+    return (*lines, *(c.prompt for c in rule.custom_instructions))
+
+
+def style_rule_for(calls: Calls, style_id: str, target: Lang) -> StyleRule:
+    """The rule a translate request names, for its target language (DeepL's 400s)."""
+    rule = calls.store.style_rule(style_id)
+    if rule is None:
+        raise InvalidRequest("Value for 'style_id' not supported: no such style rule")
+    if rule.language != target.code:
+        raise InvalidRequest(
+            f"Style rule language ({rule.language}) does not match the translate request "
+            f"target language ({target.code})",
+            field="style_id",
+        )
+    return rule
+
+
 def _model(calls: Calls, params: Params) -> tuple[str | None, str | None]:
     """(the configured model for `model_type`, the model_type_used to report)."""
     model_type = params.text("model_type")
@@ -152,6 +180,11 @@ async def translate(request: Request, calls: CallsDep) -> Response:
         non_splitting=frozenset(params.strings("non_splitting_tags") or ()),
     )
     glossary_ids = params.strings("glossary_ids") or []
+    if len(glossary_ids) > MAX_GLOSSARY_IDS:
+        raise InvalidRequest(
+            f"glossary_ids must not contain more than {MAX_GLOSSARY_IDS} glossary IDs",
+            field="glossary_ids",
+        )
     one = params.text("glossary_id")
     glossary = GlossaryRequest(ids=[one, *glossary_ids] if one else glossary_ids)
     if glossary.ids and source is None:
@@ -159,6 +192,10 @@ async def translate(request: Request, calls: CallsDep) -> Response:
     model, model_type_used = _model(calls, params)
     split = _split(params.text("split_sentences"))
     instructions = _instructions(params)
+    if style_id := params.text("style_id"):
+        rule = style_rule_for(calls, style_id, target)
+        custom = (*instructions.custom, *rule_instructions(rule))
+        instructions = dataclasses.replace(instructions, custom=custom)
     deadline = calls.deadline()
     result = await calls.run(
         request,

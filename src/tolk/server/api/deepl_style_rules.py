@@ -1,0 +1,257 @@
+"""DeepL's style rules at `/v3/style_rules`: a named set of predefined rules
+(`configured_rules`: {category: {rule: option}}) and custom instructions for one target
+language, made once and named by `style_id` in translate requests. An LLM takes both as
+instructions in its prompt (tolk.translation.prompts.Instructions.custom): a rule becomes a
+line such as "Dates and times, calendar era: use bc and ad", an instruction its own prompt.
+So only models whose prompt format takes instructions apply them (the service refuses them
+elsewhere, as it refuses custom instructions).
+
+Kept in the key store (one per key, readable by every server sharing the file).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import time
+import uuid
+from typing import Any
+
+from fastapi import APIRouter, Request, Response
+from fastapi.responses import JSONResponse
+
+from tolk.errors import InvalidRequest, NotFound
+from tolk.keys import CustomInstruction, StyleRule
+from tolk.server.access import Caller
+from tolk.server.api.deepl import PARAMS_BODY, caller_of, deepl_lang, deepl_time
+from tolk.server.calls import Calls, CallsDep
+from tolk.server.params import read_params
+
+router = APIRouter(prefix="/v3/style_rules", tags=["DeepL API v3: style rules"])
+
+CATEGORIES = frozenset(
+    {
+        "dates_and_times",
+        "formatting",
+        "numbers",
+        "punctuation",
+        "spelling_and_grammar",
+        "style_and_tone",
+        "vocabulary",
+    }
+)
+MAX_INSTRUCTIONS, MAX_PROMPT, MAX_LABEL = 200, 300, 100
+
+
+def _info(rule: StyleRule, detailed: bool = True) -> dict[str, Any]:
+    info: dict[str, Any] = {
+        "style_id": rule.id,
+        "name": rule.name,
+        "creation_time": deepl_time(rule.created),
+        "updated_time": deepl_time(rule.updated),
+        "language": rule.language,
+        "version": rule.version,
+    }
+    if detailed:
+        info["configured_rules"] = rule.configured_rules
+        info["custom_instructions"] = [_instruction(c) for c in rule.custom_instructions]
+    return info
+
+
+def _instruction(instruction: CustomInstruction) -> dict[str, Any]:
+    out = {"id": instruction.id, "label": instruction.label, "prompt": instruction.prompt}
+    if instruction.source_language:
+        out["source_language"] = instruction.source_language
+    return out
+
+
+def _configured(raw: Any) -> dict[str, dict[str, str]]:
+    if raw is None:
+        return {}
+    if not isinstance(raw, dict) or not all(
+        isinstance(rules, dict) and all(isinstance(v, str) for v in rules.values())
+        for rules in raw.values()
+    ):
+        raise InvalidRequest("configured_rules: an object of categories, each {rule: option}")
+    unknown = set(raw) - CATEGORIES
+    if unknown:
+        raise InvalidRequest(
+            f"configured_rules: unknown categories {', '.join(sorted(unknown))}; known: "
+            f"{', '.join(sorted(CATEGORIES))}"
+        )
+    return {category: dict(rules) for category, rules in raw.items()}
+
+
+def _new_instruction(raw: Any, instruction_id: str | None = None) -> CustomInstruction:
+    if not isinstance(raw, dict):
+        raise InvalidRequest("A custom instruction is an object with label and prompt")
+    label, prompt, source = raw.get("label"), raw.get("prompt"), raw.get("source_language")
+    if not isinstance(label, str) or not label.strip() or len(label) > MAX_LABEL:
+        raise InvalidRequest(f"label: required, at most {MAX_LABEL} characters", field="label")
+    if not isinstance(prompt, str) or not prompt.strip() or len(prompt) > MAX_PROMPT:
+        raise InvalidRequest(f"prompt: required, at most {MAX_PROMPT} characters", field="prompt")
+    if source is not None and not isinstance(source, str):
+        raise InvalidRequest("source_language: a language code", field="source_language")
+    return CustomInstruction(instruction_id or str(uuid.uuid4()), label, prompt, source)
+
+
+def _owned(calls: Calls, caller: Caller, style_id: str) -> StyleRule:
+    rule = calls.store.style_rule(style_id)
+    if rule is None or rule.owner != caller.owner:
+        raise NotFound("Style rule not found")
+    return rule
+
+
+async def _changed(calls: Calls, rule: StyleRule, **changes: Any) -> StyleRule:
+    """The rule with `changes`, a new version, stored (in a thread: the file's disk)."""
+    new = dataclasses.replace(rule, **changes, version=rule.version + 1, updated=time.time())
+    await asyncio.to_thread(calls.store.put_style_rule, new)
+    return new
+
+
+@router.get("", summary="DeepL v3: the key's style rules")
+async def list_all(request: Request, calls: CallsDep) -> JSONResponse:
+    caller = caller_of(calls, request, await read_params(request))
+    query = request.query_params
+    try:
+        page, size = int(query.get("page", 0)), int(query.get("page_size", 10))
+    except ValueError:
+        raise InvalidRequest("page and page_size are numbers") from None
+    if page < 0 or not 1 <= size <= 25:
+        raise InvalidRequest("page is 0 or more, page_size 1 to 25", field="page_size")
+    detailed = query.get("detailed", "false").lower() == "true"
+    rules = calls.store.style_rules(caller.owner)[page * size : (page + 1) * size]
+    return JSONResponse({"style_rules": [_info(r, detailed) for r in rules]})
+
+
+@router.post(
+    "", status_code=201, summary="DeepL v3: create a style rule", openapi_extra=PARAMS_BODY
+)
+async def create(request: Request, calls: CallsDep) -> JSONResponse:
+    params = await read_params(request)
+    caller = caller_of(calls, request, params)
+    name, code = params.text("name"), params.text("language")
+    if not name:
+        raise InvalidRequest("Parameter 'name' not specified.", field="name")
+    if not code:
+        raise InvalidRequest("Parameter 'language' not specified.", field="language")
+    language = deepl_lang(code, "language")
+    if not calls.translator.pool.gives_target(language.tag):
+        raise InvalidRequest(f"Value for 'language' not supported: no model writes {language.tag}")
+    raw = params.one("custom_instructions") or []
+    if not isinstance(raw, list) or len(raw) > MAX_INSTRUCTIONS:
+        raise InvalidRequest(f"custom_instructions: a list of at most {MAX_INSTRUCTIONS}")
+    now = time.time()
+    rule = StyleRule(
+        str(uuid.uuid4()),
+        caller.owner,
+        name,
+        language.code,
+        now,
+        now,
+        configured_rules=_configured(params.one("configured_rules")),
+        custom_instructions=tuple(_new_instruction(c) for c in raw),
+    )
+    await asyncio.to_thread(calls.store.put_style_rule, rule)
+    return JSONResponse(_info(rule), status_code=201)
+
+
+@router.get("/{style_id}", summary="DeepL v3: one style rule")
+async def get(style_id: str, request: Request, calls: CallsDep) -> JSONResponse:
+    caller = caller_of(calls, request, await read_params(request))
+    return JSONResponse(_info(_owned(calls, caller, style_id)))
+
+
+@router.patch("/{style_id}", summary="DeepL v3: rename a style rule", openapi_extra=PARAMS_BODY)
+async def rename(style_id: str, request: Request, calls: CallsDep) -> JSONResponse:
+    params = await read_params(request)
+    rule = _owned(calls, caller_of(calls, request, params), style_id)
+    name = params.text("name")
+    if not name:
+        raise InvalidRequest("Parameter 'name' not specified.", field="name")
+    return JSONResponse(_info(await _changed(calls, rule, name=name)))
+
+
+@router.delete("/{style_id}", status_code=204, summary="DeepL v3: delete a style rule")
+async def delete(style_id: str, request: Request, calls: CallsDep) -> Response:
+    caller = caller_of(calls, request, await read_params(request))
+    _owned(calls, caller, style_id)
+    await asyncio.to_thread(calls.store.delete_style_rule, caller.owner, style_id)
+    return Response(status_code=204)
+
+
+@router.put(
+    "/{style_id}/configured_rules",
+    summary="DeepL v3: replace a style rule's predefined rules",
+    openapi_extra=PARAMS_BODY,
+)
+async def configure(style_id: str, request: Request, calls: CallsDep) -> JSONResponse:
+    params = await read_params(request)
+    rule = _owned(calls, caller_of(calls, request, params), style_id)
+    body = await request.json()  # the bare {category: {rule: option}} object
+    return JSONResponse(_info(await _changed(calls, rule, configured_rules=_configured(body))))
+
+
+@router.post(
+    "/{style_id}/custom_instructions",
+    status_code=201,
+    summary="DeepL v3: add a custom instruction",
+    openapi_extra=PARAMS_BODY,
+)
+async def add_instruction(style_id: str, request: Request, calls: CallsDep) -> JSONResponse:
+    params = await read_params(request)
+    rule = _owned(calls, caller_of(calls, request, params), style_id)
+    if len(rule.custom_instructions) >= MAX_INSTRUCTIONS:
+        raise InvalidRequest(f"a style rule holds at most {MAX_INSTRUCTIONS} custom instructions")
+    new = _new_instruction({n: params.one(n) for n in ("label", "prompt", "source_language")})
+    await _changed(calls, rule, custom_instructions=(*rule.custom_instructions, new))
+    return JSONResponse(_instruction(new), status_code=201)
+
+
+def _find(rule: StyleRule, instruction_id: str) -> CustomInstruction:
+    for instruction in rule.custom_instructions:
+        if instruction.id == instruction_id:
+            return instruction
+    raise NotFound("Custom instruction not found")
+
+
+@router.get("/{style_id}/custom_instructions/{instruction_id}", summary="DeepL v3: one instruction")
+async def get_instruction(
+    style_id: str, instruction_id: str, request: Request, calls: CallsDep
+) -> JSONResponse:
+    rule = _owned(calls, caller_of(calls, request, await read_params(request)), style_id)
+    return JSONResponse(_instruction(_find(rule, instruction_id)))
+
+
+@router.put(
+    "/{style_id}/custom_instructions/{instruction_id}",
+    summary="DeepL v3: replace a custom instruction",
+    openapi_extra=PARAMS_BODY,
+)
+async def replace_instruction(
+    style_id: str, instruction_id: str, request: Request, calls: CallsDep
+) -> JSONResponse:
+    params = await read_params(request)
+    rule = _owned(calls, caller_of(calls, request, params), style_id)
+    _find(rule, instruction_id)
+    new = _new_instruction(
+        {n: params.one(n) for n in ("label", "prompt", "source_language")}, instruction_id
+    )
+    kept = tuple(new if c.id == instruction_id else c for c in rule.custom_instructions)
+    await _changed(calls, rule, custom_instructions=kept)
+    return JSONResponse(_instruction(new))
+
+
+@router.delete(
+    "/{style_id}/custom_instructions/{instruction_id}",
+    status_code=204,
+    summary="DeepL v3: delete a custom instruction",
+)
+async def delete_instruction(
+    style_id: str, instruction_id: str, request: Request, calls: CallsDep
+) -> Response:
+    rule = _owned(calls, caller_of(calls, request, await read_params(request)), style_id)
+    _find(rule, instruction_id)
+    kept = tuple(c for c in rule.custom_instructions if c.id != instruction_id)
+    await _changed(calls, rule, custom_instructions=kept)
+    return Response(status_code=204)
