@@ -4,6 +4,7 @@ stored state, as deepl-python's own tests do against a real server, not the mode
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -238,3 +239,17 @@ def test_style_rules_through_the_client(
     client.delete_style_rule(rule)
     with pytest.raises(deepl.DeepLException, match="Not found"):
         client.get_style_rule(rule.style_id)
+
+
+def test_a_document_already_in_the_target_language_ends_in_error(
+    client: deepl.DeepLClient, tmp_path: Path
+) -> None:
+    """deepl-python's test_document_failure_during_translation: German to German."""
+    source = tmp_path / "de.txt"
+    source.write_text("Das ist ein Beispieltext auf Deutsch, über das Wetter und die Arbeit.")
+    with pytest.raises(deepl.DocumentTranslationException) as raised:
+        client.translate_document_from_filepath(source, tmp_path / "out.txt", target_lang="DE")
+    message = str(raised.value)
+    assert "Source and target language" in message
+    assert raised.value.document_handle is not None
+    assert re.search("ID: [0-9A-F]{32}, key: [0-9A-F]{64}", message), message

@@ -404,12 +404,26 @@ async def upload_document(request: Request, calls: CallsDep) -> JSONResponse:
     data = await upload.read()
 
     async def work() -> Any:
+        if source is not None and source.code == target.code:
+            raise _same_language(source)
         done = await calls.document(filename, data, source, target)
+        detected = done.translation.source
+        if detected.code == target.code:  # as DeepL: the document ends in `error`, unbilled
+            raise _same_language(detected)
         calls.access.record(caller, done.translation.usage.characters)
         return done
 
     doc = documents_of(request).start(caller.owner, filename, work())
     return JSONResponse({"document_id": doc.id, "document_key": doc.key})
+
+
+def _same_language(language: Lang) -> InvalidRequest:
+    """DeepL's document error for a document already in the target language (its clients
+    match "Source and target language")."""
+    return InvalidRequest(
+        f"Source and target language are the same ({language.name}): nothing to translate; "
+        "ask for another target_lang"
+    )
 
 
 async def _document(request: Request, calls: Calls, document_id: str) -> Any:
