@@ -253,3 +253,25 @@ def test_a_document_already_in_the_target_language_ends_in_error(
     assert "Source and target language" in message
     assert raised.value.document_handle is not None
     assert re.search("ID: [0-9A-F]{32}, key: [0-9A-F]{64}", message), message
+
+
+def test_tag_handling_v2_parses_xml_strictly(client: deepl.DeepLClient) -> None:
+    ok = client.translate_text(
+        'Press <b>Continue</b> &amp; <x id="1"/> go.',
+        target_lang="DE",
+        tag_handling="xml",
+        tag_handling_version="v2",
+    )
+    assert isinstance(ok, deepl.TextResult)
+    with pytest.raises(deepl.DeepLException, match="Tag handling parsing failed"):
+        client.translate_text(
+            "<p>This tag is not closed properly</a>",
+            target_lang="DE",
+            tag_handling="xml",
+            tag_handling_version="v2",
+        )
+    # v1 (and no version) keeps DeepL's lenient handling.
+    lenient = client.translate_text(
+        "<p>This tag is not closed properly</a>", target_lang="DE", tag_handling="xml"
+    )
+    assert isinstance(lenient, deepl.TextResult)

@@ -9,9 +9,9 @@ clients retry it with backoff), 456 (quota), 503 (tolk.wire.errors shapes them).
 Mappings (README, "DeepL API"): `split_sentences` 0 -> tolk's split `none`, 1 / nonewlines /
 on / default -> `sentences` (tolk never joins lines); `preserve_formatting` is always so
 (tolk does not re-case or re-punctuate); `tag_handling` xml|html -> the html format, with
-`ignore_tags`, `splitting_tags` and `non_splitting_tags`; `outline_detection` and
-`tag_handling_version` are accepted and ignored; `model_type` -> a model by
-`deepl.model_types` in the configuration, else ignored.
+`ignore_tags`, `splitting_tags` and `non_splitting_tags`; `tag_handling_version` v2 parses
+XML strictly (as DeepL's v2); `outline_detection` is accepted and ignored; `model_type` -> a
+model by `deepl.model_types` in the configuration, else ignored.
 """
 
 from __future__ import annotations
@@ -23,6 +23,7 @@ import datetime as dt
 import io
 from pathlib import PurePath
 from typing import Any
+from xml.etree import ElementTree
 
 from fastapi import APIRouter, Request, Response
 from fastapi.responses import JSONResponse
@@ -174,6 +175,7 @@ async def translate(request: Request, calls: CallsDep) -> Response:
     tag_handling = params.text("tag_handling")
     if tag_handling not in (None, "xml", "html"):
         raise InvalidRequest(f"Value for 'tag_handling' not supported: {tag_handling}")
+    version = _tag_handling_version(params, tag_handling, texts)
     rules = TagRules(
         ignore=frozenset(params.strings("ignore_tags") or ()),
         splitting=frozenset(params.strings("splitting_tags") or ()),
@@ -216,9 +218,34 @@ async def translate(request: Request, calls: CallsDep) -> Response:
             ),
         ),
     )
-    answer = JSONResponse({"translations": _translations(result, texts, model_type_used)})
+    translations = _translations(result, texts, model_type_used)
+    if version:
+        for item in translations:
+            item["tag_handling_version"] = version
+    answer = JSONResponse({"translations": translations})
     calls.record(request, answer.headers, result, len(texts))
     return answer
+
+
+def _tag_handling_version(params: Params, tag_handling: str | None, texts: list[str]) -> str | None:
+    """DeepL's tag_handling_version: v1 or v2, echoed in each translation. With v2, XML is
+    parsed strictly, as DeepL's v2 does: text that is not well-formed XML (an unclosed tag,
+    an entity XML does not define) is refused with DeepL's message. tolk's tag handling is
+    the same for both."""
+    version = params.text("tag_handling_version")
+    if version not in (None, "v1", "v2"):
+        raise InvalidRequest(f"Value for 'tag_handling_version' not supported: {version}")
+    if version == "v2" and tag_handling == "xml":
+        for text in texts:
+            try:
+                # No DOCTYPE can appear inside an element, so no entity can be declared.
+                ElementTree.fromstring(f"<tolk-root>{text}</tolk-root>")
+            except ElementTree.ParseError as exc:
+                raise InvalidRequest(
+                    f"Tag handling parsing failed, please check input. ({exc})",
+                    field="text",
+                ) from exc
+    return version
 
 
 def _translations(
