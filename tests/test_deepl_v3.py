@@ -187,6 +187,9 @@ def test_rephrase_through_the_client(
         client.rephrase_text("Hello there, friends.", style="business", tone="friendly")
     with pytest.raises(deepl.DeepLException, match="writing_style"):
         client.rephrase_text("Hello there, friends.", style="poetic")
+    corrected = client.correct_text(["Teh museum open at nine.", "Guten Morgn zusammen!"])
+    assert isinstance(corrected, list)
+    assert [r.detected_source_language for r in corrected] == ["en", "de"]
 
 
 def test_style_rules_through_the_client(

@@ -36,6 +36,7 @@ TRANSLATING_PATHS = FILE_PATHS | {
     "/translate",
     "/v2/translate",
     "/v2/write/rephrase",
+    "/v2/write/correct",
     "/libretranslate/translate",
 }
 # What the servers answer and a proxy forwards (anything else is the proxy's own or its 404).

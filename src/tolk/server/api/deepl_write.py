@@ -1,5 +1,6 @@
-"""DeepL Write's rephrase (`POST /v2/write/rephrase`): texts improved, in their own language
-or rewritten into `target_lang`, in a `writing_style` or a `tone`.
+"""DeepL Write: rephrase (`POST /v2/write/rephrase`): texts improved, in their own language
+or rewritten into `target_lang`, in a `writing_style` or a `tone`; and correct
+(`POST /v2/write/correct`): spelling, grammar and punctuation only.
 
 An LLM does this natively: it is the translation service's own request with the source's
 language as the target (or the asked one) and a rewrite instruction in the chat prompt
@@ -19,7 +20,7 @@ from fastapi.responses import JSONResponse
 from tolk.errors import InvalidRequest
 from tolk.server.api.deepl import PARAMS_BODY, caller_of, deepl_lang
 from tolk.server.calls import Calls, CallsDep
-from tolk.server.params import read_params
+from tolk.server.params import Params, read_params
 from tolk.translation.prompts import Instructions
 from tolk.translation.request import TranslationRequest
 from tolk.translation.results import Translation
@@ -28,6 +29,10 @@ from tolk.wire import codes
 router = APIRouter(prefix="/v2/write", tags=["DeepL API v2"])
 
 AIM = "correct its errors and make it clear and fluent, keeping its meaning."
+CORRECT = (
+    "correct its spelling, grammar and punctuation only, changing nothing else (keep its "
+    "words, style and meaning)."
+)
 # DeepL's values, and what each asks of the model (`prefer_` ones the same: every value
 # applies to every language tolk serves with a chat model).
 WRITING_STYLES = {
@@ -69,6 +74,18 @@ def _aim(style: str | None, tone: str | None) -> str:
 @router.post("/rephrase", summary="DeepL Write: rephrase texts", openapi_extra=PARAMS_BODY)
 async def rephrase(request: Request, calls: CallsDep) -> Response:
     params = await read_params(request)
+    aim = _aim(params.text("writing_style"), params.text("tone"))
+    return await _rewrite(request, calls, params, aim)
+
+
+@router.post("/correct", summary="DeepL Write: correct texts", openapi_extra=PARAMS_BODY)
+async def correct(request: Request, calls: CallsDep) -> Response:
+    """Spelling, grammar and punctuation only (the client's `correct_text`)."""
+    params = await read_params(request)
+    return await _rewrite(request, calls, params, CORRECT)
+
+
+async def _rewrite(request: Request, calls: Calls, params: Params, aim: str) -> Response:
     caller = caller_of(calls, request, params)
     texts = params.many("text")
     if not texts:
@@ -77,7 +94,7 @@ async def rephrase(request: Request, calls: CallsDep) -> Response:
         raise InvalidRequest("Parameter 'text' must be strings.", field="text")
     target_code = params.text("target_lang")
     target = deepl_lang(target_code, "target_lang") if target_code else None
-    instructions = Instructions(rewrite=_aim(params.text("writing_style"), params.text("tone")))
+    instructions = Instructions(rewrite=aim)
     deadline = calls.deadline()
     # One request per target: the asked language, or each text's own.
     groups: dict[str, list[int]] = {}
