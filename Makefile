@@ -2,7 +2,7 @@
 #             Qwen2.5-Coder-0.5B-Instruct, 1.3 GB, ~2 minutes once), serve on $(HOST):$(PORT).
 # make test:  set up if needed, then ruff, the import rules (lint-imports), mypy and the
 #             pytest suite but its `slow` tier (tests that start engines of their own: the
-#             bench and tune commands, fleets, restarts); about 15 minutes on 2 cores.
+#             bench and tune commands, fleets, restarts); about 11 minutes on 2 cores.
 # make test-all: the same with the slow tier: every test. CI runs this.
 
 VENV := .venv
