@@ -164,7 +164,10 @@ def tolk_server(
     application = create_app(settings, starter=starter)
     # uvicorn's access log (on with --log-level debug) would show query strings, and
     # LibreTranslate clients put keys and text there (`/detect?q=...&api_key=...`).
-    logging.getLogger("uvicorn.access").addFilter(RedactQuery())
+    # Once per process: tests run several servers in one.
+    access_log = logging.getLogger("uvicorn.access")
+    if not any(isinstance(f, RedactQuery) for f in access_log.filters):
+        access_log.addFilter(RedactQuery())
 
     lifecycle: Lifecycle = application.state.lifecycle
     server_settings = settings.server

@@ -88,6 +88,10 @@ class GlossaryDictionary:
     target_lang: str
     entries: Mapping[str, str]
 
+    @property
+    def pair(self) -> tuple[str, str]:
+        return self.source_lang, self.target_lang
+
     def to_json(self) -> dict[str, Any]:
         return {"source": self.source_lang, "target": self.target_lang, "entries": self.entries}
 
@@ -104,10 +108,7 @@ class StoredGlossary:
     created: float
 
     def dictionary(self, source: str, target: str) -> GlossaryDictionary | None:
-        for d in self.dictionaries:
-            if (d.source_lang, d.target_lang) == (source, target):
-                return d
-        return None
+        return next((d for d in self.dictionaries if d.pair == (source, target)), None)
 
     # DeepL v2's view: a glossary of one pair (the first dictionary).
     @property
@@ -389,12 +390,17 @@ class KeyStore:
         return self._glossaries.get(glossary_id)
 
     def delete_glossary(self, owner: str, glossary_id: str) -> bool:
+        return self._delete("glossaries", self._glossaries, owner, glossary_id)
+
+    def _delete(self, table: str, held: dict[str, Any], owner: str, item_id: str) -> bool:
+        """Delete the owner's row `item_id` from `table` (a name of this module's schema)
+        and from its cache `held`; whether there was one."""
         with self._tx() as db:
             deleted = db.execute(
-                "DELETE FROM glossaries WHERE id = ? AND owner = ?", (glossary_id, owner)
+                f"DELETE FROM {table} WHERE id = ? AND owner = ?", (item_id, owner)
             ).rowcount
         if deleted:
-            self._glossaries.pop(glossary_id, None)
+            held.pop(item_id, None)
         return bool(deleted)
 
     # -- style rules made through the API ----------------------------------------------------
@@ -419,13 +425,7 @@ class KeyStore:
         return self._style_rules.get(rule_id)
 
     def delete_style_rule(self, owner: str, rule_id: str) -> bool:
-        with self._tx() as db:
-            deleted = db.execute(
-                "DELETE FROM style_rules WHERE id = ? AND owner = ?", (rule_id, owner)
-            ).rowcount
-        if deleted:
-            self._style_rules.pop(rule_id, None)
-        return bool(deleted)
+        return self._delete("style_rules", self._style_rules, owner, rule_id)
 
 
 def _glossary_columns(glossary: StoredGlossary) -> tuple[str, str, str, str, str]:

@@ -12,8 +12,7 @@ exactly its `max_tokens` of ordinary tokens (token salad, which can contain `<`,
 the same kind of text as with the real test model, in microseconds instead of an engine's
 start-up and steps.
 
-Faults can be injected (`die`), as a stand-in may: the engine then reports itself errored
-and its requests fail as vLLM's do when its EngineCore has died. `seconds_per_token` gives
+`seconds_per_token` gives
 each request the time its tokens would take (without batching's limits: every admitted
 request runs at once), for tests of tools that need requests to stay in flight, such as
 `tolk bench overload`'s refusals.
@@ -41,7 +40,6 @@ class FakeCompletion:
 @dataclass(frozen=True)
 class FakeOutput:
     outputs: list[FakeCompletion]
-    finished: bool = True
 
 
 @dataclass(frozen=True)
@@ -64,17 +62,13 @@ class FakeLLM:
     def errored(self) -> bool:
         return self._dead
 
-    def die(self) -> None:
-        """Fail from now on, as an engine whose EngineCore died."""
-        self._dead = True
-
     async def generate(
         self, prompt: Any, sampling_params: Any, request_id: str
     ) -> AsyncIterator[FakeOutput]:
         from vllm.v1.engine.exceptions import EngineDeadError
 
         if self._dead:
-            raise EngineDeadError("the fake engine was told to die")
+            raise EngineDeadError("the stand-in engine was shut down")
         # A request is at least a task switch, as in the real front end; cancelling it here
         # is the abort.
         await asyncio.sleep(sampling_params.max_tokens * self.seconds_per_token)

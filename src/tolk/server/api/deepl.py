@@ -71,6 +71,16 @@ def caller_of(calls: Calls, request: Request, params: Params) -> Caller:
     return calls.access.caller(bearer_key(request) or params.text("auth_key"))
 
 
+def texts_of(params: Params) -> list[str]:
+    """DeepL's `text`: one string or several, required."""
+    texts = params.many("text")
+    if not texts:
+        raise InvalidRequest("Parameter 'text' not specified.", field="text")
+    if not all(isinstance(t, str) for t in texts):
+        raise InvalidRequest("Parameter 'text' must be strings.", field="text")
+    return texts
+
+
 def deepl_lang(code: str, field: str) -> Lang:
     """A language code of a DeepL request; an unknown one answered as DeepL does ("Value for
     'target_lang' not supported", which the clients' tests match), with tolk's reason."""
@@ -166,11 +176,7 @@ def _model(calls: Calls, params: Params) -> tuple[str | None, str | None]:
 async def translate(request: Request, calls: CallsDep) -> Response:
     params = await read_params(request)
     caller = caller_of(calls, request, params)
-    texts = params.many("text")
-    if not texts:
-        raise InvalidRequest("Parameter 'text' not specified.", field="text")
-    if not all(isinstance(t, str) for t in texts):
-        raise InvalidRequest("Parameter 'text' must be strings.", field="text")
+    texts = texts_of(params)
     source, target = _languages(params)
     tag_handling = params.text("tag_handling")
     if tag_handling not in (None, "xml", "html"):

@@ -106,7 +106,7 @@ async def create(request: Request, calls: CallsDep) -> JSONResponse:
     if not isinstance(raw, list) or not raw:
         raise InvalidRequest("Parameter 'dictionaries' not specified.", field="dictionaries")
     dictionaries = [_dictionary(calls, d) for d in raw]
-    pairs = [(d.source_lang, d.target_lang) for d in dictionaries]
+    pairs = [d.pair for d in dictionaries]
     if len(set(pairs)) != len(pairs):
         raise InvalidRequest("Invalid glossary: two dictionaries for the same language pair")
     glossary = await asyncio.to_thread(calls.store.add_glossary, caller.owner, name, dictionaries)
@@ -141,10 +141,8 @@ async def update(glossary_id: str, request: Request, calls: CallsDep) -> JSONRes
         raise InvalidRequest("Nothing to update: give a name or dictionaries")
     dictionaries = list(glossary.dictionaries)
     for change in [_dictionary(calls, d) for d in raw or []]:
-        pair = (change.source_lang, change.target_lang)
-        at = next(
-            (i for i, d in enumerate(dictionaries) if (d.source_lang, d.target_lang) == pair), None
-        )
+        pair = change.pair
+        at = next((i for i, d in enumerate(dictionaries) if d.pair == pair), None)
         if at is None:
             dictionaries.append(change)
         else:
@@ -170,14 +168,12 @@ async def replace(glossary_id: str, request: Request, calls: CallsDep) -> JSONRe
         calls,
         {n: params.one(n) for n in ("source_lang", "target_lang", "entries", "entries_format")},
     )
-    pair = (new.source_lang, new.target_lang)
-    kept = [d for d in glossary.dictionaries if (d.source_lang, d.target_lang) != pair]
+    pair = new.pair
+    kept = [d for d in glossary.dictionaries if d.pair != pair]
     if len(kept) == len(glossary.dictionaries):
         dictionaries = (*glossary.dictionaries, new)
     else:  # in its place
-        dictionaries = tuple(
-            new if (d.source_lang, d.target_lang) == pair else d for d in glossary.dictionaries
-        )
+        dictionaries = tuple(new if d.pair == pair else d for d in glossary.dictionaries)
     await _store(calls, dataclasses.replace(glossary, dictionaries=dictionaries))
     return JSONResponse(_dictionary_info(new))
 
@@ -209,8 +205,7 @@ async def entries(glossary_id: str, request: Request, calls: CallsDep) -> JSONRe
 async def delete(glossary_id: str, request: Request, calls: CallsDep) -> Response:
     caller = caller_of(calls, request, await read_params(request))
     _owned(calls, caller, glossary_id)
-    if not await asyncio.to_thread(calls.store.delete_glossary, caller.owner, glossary_id):
-        raise NotFound("Glossary not found")
+    await asyncio.to_thread(calls.store.delete_glossary, caller.owner, glossary_id)
     return Response(status_code=204)
 
 
@@ -223,8 +218,6 @@ async def delete_dictionary(glossary_id: str, request: Request, calls: CallsDep)
     source, target = _pair_of_query(request)
     if glossary.dictionary(source, target) is None:
         raise NotFound(f"Dictionary not found: the glossary has none for {source}>{target}")
-    kept = tuple(
-        d for d in glossary.dictionaries if (d.source_lang, d.target_lang) != (source, target)
-    )
+    kept = tuple(d for d in glossary.dictionaries if d.pair != (source, target))
     await _store(calls, dataclasses.replace(glossary, dictionaries=kept))
     return Response(status_code=204)

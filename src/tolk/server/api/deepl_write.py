@@ -18,7 +18,7 @@ from fastapi import APIRouter, Request, Response
 from fastapi.responses import JSONResponse
 
 from tolk.errors import InvalidRequest
-from tolk.server.api.deepl import PARAMS_BODY, caller_of, deepl_lang
+from tolk.server.api.deepl import PARAMS_BODY, caller_of, deepl_lang, texts_of
 from tolk.server.calls import Calls, CallsDep
 from tolk.server.params import Params, read_params
 from tolk.translation.prompts import Instructions
@@ -87,11 +87,7 @@ async def correct(request: Request, calls: CallsDep) -> Response:
 
 async def _rewrite(request: Request, calls: Calls, params: Params, aim: str) -> Response:
     caller = caller_of(calls, request, params)
-    texts = params.many("text")
-    if not texts:
-        raise InvalidRequest("Parameter 'text' not specified.", field="text")
-    if not all(isinstance(t, str) for t in texts):
-        raise InvalidRequest("Parameter 'text' must be strings.", field="text")
+    texts = texts_of(params)
     target_code = params.text("target_lang")
     target = deepl_lang(target_code, "target_lang") if target_code else None
     instructions = Instructions(rewrite=aim)
@@ -104,7 +100,9 @@ async def _rewrite(request: Request, calls: Calls, params: Params, aim: str) -> 
 
     async def work() -> list[tuple[Translation, list[int]]]:
         async def one(tag: str, indexes: list[int]) -> tuple[Translation, list[int]]:
-            asked = TranslationRequest(tag, deadline, instructions=instructions)
+            # Texts grouped by their detected language are that language: not detected again.
+            source = None if target else tag
+            asked = TranslationRequest(tag, deadline, source, instructions=instructions)
             return await calls.translator.translate([texts[i] for i in indexes], asked), indexes
 
         return list(await asyncio.gather(*(one(t, ix) for t, ix in groups.items())))
