@@ -96,52 +96,42 @@ class Forwarder:
             # The upstream stops the work itself when the proxy's deadline passes.
             "X-Request-Timeout": f"{remaining:.3f}",
         }
-        upstream.outstanding += 1
-        upstream.breaker.attempt()
         started = time.perf_counter()
         responded = False
-        try:
-            async with self.session.request(
-                target.method,
-                f"{upstream.url}{target.path}",
-                data=body,
-                headers=headers,
-                timeout=aiohttp.ClientTimeout(total=remaining),
-            ) as response:
-                responded = True
-                payload = await response.read()
-                return Attempt(
-                    upstream,
-                    time.perf_counter() - started,
-                    response.status,
-                    payload,
-                    {
+        with upstream.trying():
+            try:
+                async with self.session.request(
+                    target.method,
+                    f"{upstream.url}{target.path}",
+                    data=body,
+                    headers=headers,
+                    timeout=aiohttp.ClientTimeout(total=remaining),
+                ) as response:
+                    responded = True
+                    payload = await response.read()
+                    passed = {
                         k.lower(): v
                         for k, v in response.headers.items()
                         if k.lower() in PASSED_HEADERS
-                    },
+                    }
+                    seconds = time.perf_counter() - started
+                    return Attempt(upstream, seconds, response.status, payload, passed)
+            except TimeoutError:
+                return Attempt(upstream, time.perf_counter() - started, failure="timeout")
+            except aiohttp.ClientConnectorError as exc:
+                return Attempt(
+                    upstream, time.perf_counter() - started, failure="connect", detail=str(exc)
                 )
-        except asyncio.CancelledError:
-            upstream.breaker.abandon()
-            raise
-        except TimeoutError:
-            return Attempt(upstream, time.perf_counter() - started, failure="timeout")
-        except aiohttp.ClientConnectorError as exc:
-            return Attempt(
-                upstream, time.perf_counter() - started, failure="connect", detail=str(exc)
-            )
-        except (aiohttp.ClientError, OSError) as exc:
-            # A reset before any response is safe to retry (translations are idempotent);
-            # one in the middle of a response is not retried: the upstream did the work.
-            kind = "reset" if not responded else "broken_response"
-            return Attempt(
-                upstream,
-                time.perf_counter() - started,
-                failure=kind,
-                detail=f"{type(exc).__name__}: {exc}",
-            )
-        finally:
-            upstream.outstanding -= 1
+            except (aiohttp.ClientError, OSError) as exc:
+                # A reset before any response is safe to retry (translations are idempotent);
+                # one in the middle of a response is not retried: the upstream did the work.
+                kind = "reset" if not responded else "broken_response"
+                return Attempt(
+                    upstream,
+                    time.perf_counter() - started,
+                    failure=kind,
+                    detail=f"{type(exc).__name__}: {exc}",
+                )
 
     def judge(self, attempt: Attempt) -> bool:
         """Feed the attempt to the upstream's health state; True if another upstream should
@@ -167,12 +157,9 @@ class Forwarder:
             failed = True
         else:
             failed = attempt.status >= 500
-        if failed:
-            if upstream.breaker.failure():
-                self.metrics.ejections.labels(upstream.url, "circuit_open").inc()
-                log.warning("circuit open for %s after %s", upstream.url, outcome)
-        else:
-            upstream.breaker.success()
+        if upstream.settle(failed):
+            self.metrics.ejections.labels(upstream.url, "circuit_open").inc()
+            log.warning("circuit open for %s after %s", upstream.url, outcome)
         return retry
 
     async def forward(

@@ -6,11 +6,12 @@ and KV cache use scraped from its /metrics)."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import enum
 import itertools
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -201,6 +202,28 @@ class Upstream:
                 self.up = False
                 return "down"
         return None
+
+    @contextlib.contextmanager
+    def trying(self) -> Iterator[None]:
+        """One attempt at this upstream, for the body of the `with`: counted in `outstanding`
+        (its load) and by the breaker (a half-open one lets one through); an attempt given
+        up by its caller (cancelled) is abandoned, neither a success nor a failure."""
+        self.outstanding += 1
+        self.breaker.attempt()
+        try:
+            yield
+        except asyncio.CancelledError:
+            self.breaker.abandon()
+            raise
+        finally:
+            self.outstanding -= 1
+
+    def settle(self, failed: bool) -> bool:
+        """An attempt's outcome, to the breaker; True when this failure opened the circuit."""
+        if failed:
+            return self.breaker.failure()
+        self.breaker.success()
+        return False
 
     def mark_down(self, reason: str) -> bool:
         """Passive: the upstream said it is going away (503 shutting_down). Active checks
