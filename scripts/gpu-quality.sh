@@ -33,22 +33,34 @@ python3 -m tolk bench quality --config configs/gpu-qwen2.5-coder-0.5b.yaml \
   --openai-start models/qwen2.5-coder-0.5b-instruct --sentences "$SENTENCES" \
   --markup --markup-sentences 100 --documents --concurrency 64 --data "$DATA" \
   --out "$RESULTS/quality" > "$RESULTS/quality.log" 2>&1 || log "quality failed (see quality.log)"
-# What the retry is worth, part by part: tolk again with one setting changed each time
-# (environment overrides of the config), on the first VARIANT_SENTENCES sentences.
+# Variants: tolk again with one setting changed each time (environment overrides of the
+# config), on the first VARIANT_SENTENCES sentences and VARIANT_MARKUP markup units per pair,
+# each compared with the default (paired bootstrap). VARIANTS picks them; the retry's parts
+# (no-retry no-penalty no-instruction no-checks) were measured on 2026-11-23.
 VARIANT_SENTENCES=${VARIANT_SENTENCES:-200}
-variant() {  # variant NAME VAR=VALUE...
-  local name=$1; shift
-  log "variant $name: $*"
-  env "$@" python3 -m tolk bench quality --config configs/gpu-qwen2.5-coder-0.5b.yaml \
-    --sentences "$VARIANT_SENTENCES" --concurrency 64 --data "$DATA" --out "$RESULTS/variant-$name" \
-    > "$RESULTS/variant-$name.log" 2>&1 || log "variant $name failed"
+VARIANT_MARKUP=${VARIANT_MARKUP:-50}
+VARIANTS=${VARIANTS:-mbr4 mbr8 guided}
+settings() {  # the overrides of a variant
+  case $1 in
+    default) echo X=1 ;;
+    no-retry) echo TOLK_MODELS__0__CHECKS__RETRY=false ;;
+    no-penalty) echo TOLK_MODELS__0__CHECKS__RETRY_SAMPLING__REPETITION_PENALTY=1.0 ;;
+    no-instruction) echo TOLK_MODELS__0__CHECKS__RETRY_INSTRUCTION=false ;;
+    no-checks) echo TOLK_MODELS__0__CHECKS__ENABLED=false ;;
+    guided) echo TOLK_MODELS__0__CHECKS__MARKUP_GUIDED=true ;;
+    mbr*) echo "TOLK_MODELS__0__CANDIDATES__N=${1#mbr}" ;;
+  esac
 }
-variant default X=1
-variant no-retry TOLK_MODELS__0__CHECKS__RETRY=false
-variant no-penalty TOLK_MODELS__0__CHECKS__RETRY_SAMPLING__REPETITION_PENALTY=1.0
-variant no-instruction TOLK_MODELS__0__CHECKS__RETRY_INSTRUCTION=false
-variant no-checks TOLK_MODELS__0__CHECKS__ENABLED=false
-for name in no-retry no-penalty no-instruction no-checks; do
+variant() {  # variant NAME
+  log "variant $1: $(settings "$1")"
+  env $(settings "$1") python3 -m tolk bench quality --config configs/gpu-qwen2.5-coder-0.5b.yaml \
+    --sentences "$VARIANT_SENTENCES" --markup --markup-sentences "$VARIANT_MARKUP" \
+    --concurrency 64 --data "$DATA" --out "$RESULTS/variant-$1" \
+    > "$RESULTS/variant-$1.log" 2>&1 || log "variant $1 failed"
+}
+variant default
+for name in $VARIANTS; do
+  variant "$name"
   python3 -m tolk bench quality-compare "$RESULTS/variant-default" "$RESULTS/variant-$name" \
     --out "$RESULTS/compare-$name" > "$RESULTS/compare-$name.log" 2>&1 || log "compare $name failed"
 done

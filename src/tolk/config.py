@@ -119,6 +119,14 @@ class CheckSettings(_Strict):
         "`markup_sampling`; the one with the fewest problems is kept. 1: one retry with "
         "`retry_sampling`, as for other problems.",
     )
+    markup_guided: bool = Field(
+        False,
+        description="Constrain the markup retry's outputs (vLLM's structured outputs, a "
+        "regular expression from tolk.translation.guide) to bring back every placeholder "
+        "exactly once, in the source's order; the model still chooses the words. Off by "
+        "default: the 0.5B Qwen, forced so, often wrote its translation and then rambled on "
+        "until it could place the placeholder (docs/benchmarks.md, Quality).",
+    )
     markup_sampling: SamplingSettings = Field(
         default_factory=lambda: SamplingSettings(temperature=0.7, top_p=0.95),
         description="Decoding settings of the markup retry's candidates (sampled: greedy "
@@ -131,6 +139,29 @@ class CheckSettings(_Strict):
             raise ValueError(
                 "markup_candidates > 1 needs markup_sampling.temperature > 0 (greedy "
                 "candidates are all the same); set a temperature or markup_candidates: 1"
+            )
+        return self
+
+
+class CandidateSettings(_Strict):
+    """Minimum-Bayes-risk selection (tolk.translation.consensus): each segment translated
+    `n` times, the greedy output and `n`-1 sampled with `sampling` (two engine requests, the
+    prompt read once thanks to prefix caching), and the candidate with the fewest problems
+    that agrees most with the others (mean chrF++) kept. Costs about `n` times the output
+    tokens; worth it where the engine has room (a GPU), see docs/benchmarks.md "Quality"."""
+
+    n: int = Field(1, ge=1, le=16, description="Candidates per segment; 1: greedy alone.")
+    sampling: SamplingSettings = Field(
+        default_factory=lambda: SamplingSettings(temperature=0.7, top_p=0.95),
+        description="Decoding settings of the sampled candidates.",
+    )
+
+    @model_validator(mode="after")
+    def _candidates_differ(self) -> CandidateSettings:
+        if self.n > 1 and self.sampling.temperature == 0:
+            raise ValueError(
+                "candidates.n > 1 needs candidates.sampling.temperature > 0 (greedy "
+                "candidates are all the same)"
             )
         return self
 
@@ -162,6 +193,7 @@ class ModelSettings(_Strict):
     )
     sampling: SamplingSettings = SamplingSettings()
     checks: CheckSettings = CheckSettings()
+    candidates: CandidateSettings = CandidateSettings()
     engine: EngineSettings = EngineSettings()
 
     @field_validator("languages")

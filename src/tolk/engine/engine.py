@@ -21,7 +21,13 @@ from tolk.budget import Budgets
 from tolk.config import EngineSettings, ModelSettings, SamplingSettings
 from tolk.engine.admission import Admission
 from tolk.engine.metrics import EngineMetrics
-from tolk.engine.vllm_compat import UnsupportedEngineArgs, VllmRelease, loop_detection
+from tolk.engine.vllm_compat import (
+    UnsupportedEngineArgs,
+    VllmRelease,
+    guidance_backend,
+    loop_detection,
+    structured_regex,
+)
 from tolk.errors import EngineRestarting, EngineUnavailable, Overloaded, TolkError
 
 log = logging.getLogger("tolk.engine")
@@ -158,16 +164,20 @@ def sampling_params(
     detokenize: bool = True,
     stop_loops: bool = False,
     n: int = 1,
+    regex: str | None = None,
 ) -> Any:
     """vLLM's SamplingParams for one segment. `detokenize=False`: vLLM returns token ids
     only, and does not decode them token by token on every engine step (see generate).
-    `stop_loops`: with vLLM's loop detection, where the installed release has it."""
+    `stop_loops`: with vLLM's loop detection, where the installed release has it. `regex`:
+    the output must match it (vLLM's structured outputs; tolk.translation.guide)."""
     from vllm.sampling_params import RequestOutputKind, SamplingParams
 
     extra: dict[str, Any] = {}
     detection = loop_detection(**LOOP_DETECTION) if stop_loops else None
     if detection is not None:
         extra["repetition_detection"] = detection
+    if regex is not None:
+        extra["structured_outputs"] = structured_regex(regex)
     return SamplingParams(
         n=n,
         max_tokens=max_tokens,
@@ -219,6 +229,8 @@ def build_llm(
         )
     except UnsupportedEngineArgs as exc:
         raise EngineStartError(settings.name, exc) from exc
+    if release.accepts("structured_outputs_config"):  # for a guided markup retry
+        args.setdefault("structured_outputs_config", guidance_backend())
     log.info(
         "starting engine for model '%s' from %s (vLLM %s)",
         settings.name,
@@ -387,9 +399,11 @@ class ModelEngine:
         sampling: SamplingSettings | None = None,
         stop_loops: bool = False,
         n: int = 1,
+        regex: str | None = None,
     ) -> list[Generation]:
         """`n` outputs of one engine request (vLLM's `n`: the prompt is read once), in
-        vLLM's order; as `generate` otherwise. The prompt's tokens are counted on the first."""
+        vLLM's order, each matching `regex` if given; as `generate` otherwise. The prompt's
+        tokens are counted on the first."""
         from vllm.v1.engine.exceptions import EngineDeadError, EngineGenerateError
 
         request_id = f"{self.name}-{next(_request_ids)}"
@@ -402,6 +416,7 @@ class ModelEngine:
             detokenize=False,
             stop_loops=stop_loops,
             n=n,
+            regex=regex,
         )
         final = None
         self.in_flight += 1

@@ -56,6 +56,7 @@ class FakeLLM:
     vocabulary: list[int]
     seconds_per_token: float = 0.0
     requests: int = 0  # engine requests answered, for tests that count them
+    outputs: int = 0  # outputs written (a request asks for `n`)
     _dead: bool = field(default=False, repr=False)
 
     @property
@@ -80,6 +81,7 @@ class FakeLLM:
             tokens = rng.choices(self.vocabulary, k=sampling_params.max_tokens)
             completions.append(FakeCompletion(tokens, "length"))
         self.requests += 1
+        self.outputs += len(completions)
         yield FakeOutput(completions)
 
     def shutdown(self) -> None:

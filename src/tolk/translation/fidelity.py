@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from tolk.engine import Generation, ModelEngine
 from tolk.languages import Lang
 from tolk.translation.checks import DESCRIPTIONS, Verdict
+from tolk.translation.consensus import consensus
 from tolk.translation.document import PLACEHOLDER, shows_links
 from tolk.translation.prompts import INSTRUCTED, Instructions
 
@@ -78,6 +79,14 @@ class Attempt:
     verdict: Verdict
     generation: Generation
     source_tokens: int
+
+
+def select(tries: Sequence[Attempt]) -> Attempt:
+    """Of one try's candidates, among those with the fewest problems the one the others
+    agree with most (tolk.translation.consensus; the first of equals)."""
+    fewest = min(len(a.verdict.problems) for a in tries)
+    among = [i for i, a in enumerate(tries) if len(a.verdict.problems) == fewest]
+    return tries[consensus([a.output for a in tries], among)]
 
 
 def placeholders(text: str) -> list[str]:

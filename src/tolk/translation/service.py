@@ -45,9 +45,11 @@ from tolk.translation.fidelity import (
     TextWarning,
     firmer,
     lost_placeholders,
+    select,
 )
 from tolk.translation.formats import Splitter, parse
 from tolk.translation.glossary import Glossary, Terms
+from tolk.translation.guide import placeholder_regex
 from tolk.translation.jobs import EngineJob, plan_job
 from tolk.translation.pacing import Pacer
 from tolk.translation.plan import DocumentPlan, Done
@@ -334,29 +336,40 @@ class Translator:
 
         numbered_from = progress.done
         checks = engine.settings.checks
+        candidates = engine.settings.candidates
 
         async def attempt(
             index: int, text: str, stop: bool, again: Verdict | None
         ) -> list[Attempt]:
-            """One try (the first, or the retry after `again`'s problems); a markup retry
-            is `markup_candidates` sampled outputs of one engine request."""
+            """One try (the first, or the retry after `again`'s problems). A first try with
+            `candidates.n` > 1 is the greedy output and n-1 sampled ones; a markup retry is
+            `markup_candidates` sampled outputs of one engine request, guided to bring its
+            placeholders back (tolk.translation.guide)."""
             told = instructions
             if again is not None and checks.retry_instruction:
                 told = firmer(engine, told, text, source, target, again)
             job = self._job(engine, index, text, source, target, glossary.terms(text), told)
-            sampling, n = None, 1
+            sampling, n, regex = None, 1, None
             if again is not None:
                 sampling = checks.retry_sampling
-                if "placeholders" in again.problems and checks.markup_candidates > 1:
-                    sampling, n = checks.markup_sampling, checks.markup_candidates
+                if "placeholders" in again.problems:
+                    if checks.markup_candidates > 1:
+                        sampling, n = checks.markup_sampling, checks.markup_candidates
+                    if checks.markup_guided:
+                        regex = placeholder_regex(text, engine.settings.placeholders)
+            requests = [engine.generate_n(job.prompt_ids, job.max_tokens, sampling, stop, n, regex)]
+            if again is None and candidates.n > 1:  # and sampled ones beside the greedy one
+                requests.append(
+                    engine.generate_n(
+                        job.prompt_ids, job.max_tokens, candidates.sampling, stop, candidates.n - 1
+                    )
+                )
             progress.in_flight += 1
             try:
-                generations = await engine.generate_n(
-                    job.prompt_ids, job.max_tokens, sampling, stop, n
-                )
+                batches = await run_all(requests)
             finally:
                 progress.in_flight -= 1
-            return [judge(text, g, job.source_tokens) for g in generations]
+            return [judge(text, g, job.source_tokens) for batch in batches for g in batch]
 
         def judge(text: str, generation: Generation, source_tokens: int) -> Attempt:
             output, cut = self._finish(text, generation, target, engine.settings.placeholders)
@@ -381,11 +394,12 @@ class Translator:
                 # A loop is stopped where it shows, not run to the budget (a source that
                 # repeats itself may be translated so: its generations run to the end).
                 stop = checks.enabled and checks.stop_loops and loop_span(text) < LOOP_MIN_CHARS
-                (first,) = await attempt(index, text, stop, None)
-                chosen, tries = first, [first]
+                tries = await attempt(index, text, stop, None)
+                first = tries[0] if len(tries) == 1 else await asyncio.to_thread(select, tries)
+                chosen, retried = first, False
                 if checks.enabled and checks.retry and first.verdict.retryable:
                     again = await attempt(index, text, stop, first.verdict)
-                    tries += again
+                    tries, retried = [*tries, *again], True
                     # The first candidate with the fewest problems, if it has fewer.
                     best = min(again, key=lambda a: len(a.verdict.problems))
                     if len(best.verdict.problems) < len(first.verdict.problems):
@@ -398,7 +412,7 @@ class Translator:
                     source_tokens=first.source_tokens,
                     problems=tuple(p for p in chosen.verdict.problems if p != "placeholders"),
                     found=first.verdict.problems,
-                    retried=len(tries) > 1,
+                    retried=retried,
                 )
                 if on_segment is not None:
                     on_segment(
