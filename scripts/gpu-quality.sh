@@ -28,11 +28,13 @@ GGUF=models/.gguf/qwen2.5-coder-0.5b-instruct-q4_k_m.gguf
 [ -f "$GGUF" ] || cat ${GGUF_PARTS:-/tmp/gguf/part.*} > "$GGUF"
 log "fetch-model (checks the sha256, converts)"
 python3 -m tolk fetch-model > "$RESULTS/fetch-model.log" 2>&1 || { log "fetch-model failed"; log "all done"; exit 1; }
-log "quality: tolk and the OpenAI baseline, $SENTENCES sentences per pair, markup, documents"
-python3 -m tolk bench quality --config configs/gpu-qwen2.5-coder-0.5b.yaml \
-  --openai-start models/qwen2.5-coder-0.5b-instruct --sentences "$SENTENCES" \
-  --markup --markup-sentences 100 --documents --concurrency 64 --data "$DATA" \
-  --out "$RESULTS/quality" > "$RESULTS/quality.log" 2>&1 || log "quality failed (see quality.log)"
+if [ "${MAIN:-1}" = 1 ]; then  # MAIN=0: the variants alone
+  log "quality: tolk and the OpenAI baseline, $SENTENCES sentences per pair, markup, documents"
+  python3 -m tolk bench quality --config configs/gpu-qwen2.5-coder-0.5b.yaml \
+    --openai-start models/qwen2.5-coder-0.5b-instruct --sentences "$SENTENCES" \
+    --markup --markup-sentences 100 --documents --concurrency 64 --data "$DATA" \
+    --out "$RESULTS/quality" > "$RESULTS/quality.log" 2>&1 || log "quality failed (see quality.log)"
+fi
 # Variants: tolk again with one setting changed each time (environment overrides of the
 # config), on the first VARIANT_SENTENCES sentences and VARIANT_MARKUP markup units per pair,
 # each compared with the default (paired bootstrap). VARIANTS picks them; the retry's parts
