@@ -343,8 +343,8 @@ class Translator:
         ) -> list[Attempt]:
             """One try (the first, or the retry after `again`'s problems). A first try with
             `candidates.n` > 1 is the greedy output and n-1 sampled ones; a markup retry is
-            `markup_candidates` sampled outputs of one engine request, guided to bring its
-            placeholders back (tolk.translation.guide)."""
+            `markup_candidates` sampled outputs of one engine request (guided to bring its
+            placeholders back if `checks.markup_guided`: tolk.translation.guide)."""
             told = instructions
             if again is not None and checks.retry_instruction:
                 told = firmer(engine, told, text, source, target, again)
