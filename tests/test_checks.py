@@ -26,6 +26,29 @@ def test_english_back_is_off_target_and_an_echo() -> None:
     assert "echo" in CHECKS.check(SOURCE, paraphrase, "en", "de").problems
 
 
+def test_a_target_in_the_wrong_script_is_off_target() -> None:
+    """Nepali in Latin letters (the 0.5B Qwen wrote it; the detector calls it unreliable)."""
+    romanized = "Karo kuma 4 miliyo gurta nai te hoon jana tariya."
+    verdict = CHECKS.check(SOURCE, romanized, "en", "ne")
+    assert "off_target" in verdict.problems
+    assert (
+        "off_target"
+        in CHECKS.check(SOURCE, "Bówùguǎn zǎoshang jiǔ diǎn kāimén.", "en", "zh").problems
+    )
+    # In its script, with names in Latin letters: no problem of script.
+    nepali = "संग्रहालय बिहान नौ बजे खुल्छ र Swedish Academy साँझ छ बजे बन्द हुन्छ।"
+    assert "off_target" not in CHECKS.check(SOURCE, nepali, "en", "ne").problems
+    chinese = "使用 Kubernetes 和 Docker 部署 API 服务。"
+    assert (
+        "off_target"
+        not in CHECKS.check(
+            "Deploy the API with Kubernetes and Docker.", chinese, "en", "zh"
+        ).problems
+    )
+    # A target that shares the source's script is the detector's to judge.
+    assert not CHECKS.check(SOURCE, "Das Museum öffnet um neun Uhr morgens.", "en", "de")
+
+
 @pytest.mark.parametrize(
     ("source", "output", "target"),
     [

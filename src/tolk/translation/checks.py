@@ -171,6 +171,27 @@ def foreign_letters(source: str, output: str, target_lang: str) -> int:
     return sum(1 for c in foreign if _script_word(c) not in source_scripts)
 
 
+# An output whose letters are at most this share in the target's script, where the target
+# is written in another script than the source, is not written in the target language:
+# Nepali in Latin letters ("Karo kuma 4 miliyo gurta nai te hoon", the 0.5B Qwen), which
+# the detector calls unreliable. A Chinese sentence full of English product names still
+# has a quarter or more of its letters in Han.
+MAX_TARGET_SCRIPT_SHARE_OFF = 0.1
+
+
+def outside_target_script(source: str, output: str, target_lang: str) -> bool:
+    """Whether `output` has (almost) no letters in the target language's script although
+    the target is written in a script the source does not use (romanized Nepali, pinyin)."""
+    target = _script_pattern(lang(target_lang).tag)
+    if any(target.match(c) for c in _LETTER.findall(source)):
+        return False  # source and target share a script: the detector decides
+    letters_out = _LETTER.findall(output)
+    if len(letters_out) < MIN_LETTERS_FOR_LANGUAGE:
+        return False
+    in_target = sum(1 for c in letters_out if target.match(c))
+    return in_target <= MAX_TARGET_SCRIPT_SHARE_OFF * len(letters_out)
+
+
 def _script_word(letter: str) -> str:
     """A letter's script as the first word of its Unicode name ("LATIN", "CJK", "ARABIC",
     "DEVANAGARI", "HANGUL"): near enough to tell whether the source has letters like it."""
@@ -243,7 +264,7 @@ class OutputChecks:
             detected is not None
             and not self.same_language(detected, target_lang)
             and self.detector.tags.get(_code(target_lang)) is not None
-        ):
+        ) or outside_target_script(source, output, target_lang):
             problems.append("off_target")
         # An output the detector takes for the target language is no echo (a name, a
         # product string, a sentence that reads the same in both).
