@@ -362,6 +362,18 @@ def test_compare_judges_both_runs_by_todays_checks() -> None:
     assert row["failures"]["echo"]["b"] == 1.0
 
 
+def test_compare_judges_each_run_with_the_languages_its_run_told_apart() -> None:
+    """The detector's verdict depends on the languages it knows: Dutch for German passes
+    among en and de alone. A run records its judge's languages; a compare uses them."""
+    dutch = "Het museum gaat om negen uur 's ochtends open en sluit om zes uur 's avonds."
+    old = results_of([record(dutch)])  # from before languages were recorded
+    old.pop("languages", None)
+    new = {**results_of([record(dutch)]), "languages": ["de", "en", "nl"]}
+    (row,) = quality_report.compare(old, new, n_bootstrap=50)["rows"]
+    assert row["failures"]["off_target"]["a"] == 0.0  # the records' en and de only
+    assert row["failures"]["off_target"]["b"] == 1.0
+
+
 def test_compare_pairs_markup_units_too() -> None:
     """Two runs of the same markup units, B keeping the placeholders where A fell back."""
     units = [

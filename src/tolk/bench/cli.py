@@ -624,6 +624,8 @@ def quality_command(
             f"lines past {quality.BUDGET_SAMPLE_FROM} are the sample tolk sizes output budgets "
             "on (src/tolk/data/parallel): not independent test data"
         )
+    # The languages the output checks tell apart, recorded so that a compare judges alike.
+    judged = sorted(languages | {t for p in chosen_pairs for t in p} | {"en", "ne"})
     plan = quality.Plan(
         units=units,
         concurrency=concurrency,
@@ -634,8 +636,9 @@ def quality_command(
         openai=openai,
         openai_model=openai_model,
         openai_start=openai_start,
-        languages=sorted(languages | {t for p in chosen_pairs for t in p} | {"en", "ne"}),
+        languages=judged,
         settings={
+            "languages": judged,
             "data": str(folder),
             "pairs": [f"{s}-{t}" for s, t in chosen_pairs],
             "sentences_per_pair": sentences,

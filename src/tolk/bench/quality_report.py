@@ -470,10 +470,15 @@ def compare(a: dict[str, Any], b: dict[str, Any], n_bootstrap: int = N_BOOTSTRAP
     """Per pair and system in both runs, over the sentences both translated: B minus A in
     chrF++ and BLEU (sacrebleu's paired bootstrap test) and in each failure rate."""
     # Both judged again by tolk's checks as they are now, so that a check added since a run
-    # counts in both (a run's file keeps the problems found when it was made).
+    # counts in both (a run's file keeps the problems found when it was made), with the
+    # languages its own judge told apart (the detector's verdicts depend on them); a run
+    # from before they were recorded, with the languages of its records.
     for run in (a, b):
         records = run["records"]
-        judge(records, sorted({r[k] for r in records for k in ("source_lang", "target_lang")}))
+        languages = run.get("languages") or sorted(
+            {r[k] for r in records for k in ("source_lang", "target_lang")}
+        )
+        judge(records, languages)
     runs_a, runs_b = _by_key(a), _by_key(b)
     rows_out = []
     for key in (k for k in runs_a if k in runs_b):
