@@ -89,6 +89,15 @@ class SamplingSettings(_Strict):
     repetition_penalty: float | None = Field(None, gt=0)
 
 
+def _sampled(count: int, sampling: SamplingSettings, count_name: str, sampling_name: str) -> None:
+    """Several candidates of one prompt differ only if they are sampled."""
+    if count > 1 and sampling.temperature == 0:
+        raise ValueError(
+            f"{count_name} > 1 needs {sampling_name}.temperature > 0 (greedy candidates are "
+            f"all the same); set a temperature or {count_name}: 1"
+        )
+
+
 class CheckSettings(_Strict):
     """What tolk does with output that is not a translation (tolk.translation.checks): in the
     wrong language, the source echoed, a loop, cut at the budget. Such a segment is tried
@@ -135,11 +144,9 @@ class CheckSettings(_Strict):
 
     @model_validator(mode="after")
     def _candidates_differ(self) -> CheckSettings:
-        if self.markup_candidates > 1 and self.markup_sampling.temperature == 0:
-            raise ValueError(
-                "markup_candidates > 1 needs markup_sampling.temperature > 0 (greedy "
-                "candidates are all the same); set a temperature or markup_candidates: 1"
-            )
+        _sampled(
+            self.markup_candidates, self.markup_sampling, "markup_candidates", "markup_sampling"
+        )
         return self
 
 
@@ -158,11 +165,7 @@ class CandidateSettings(_Strict):
 
     @model_validator(mode="after")
     def _candidates_differ(self) -> CandidateSettings:
-        if self.n > 1 and self.sampling.temperature == 0:
-            raise ValueError(
-                "candidates.n > 1 needs candidates.sampling.temperature > 0 (greedy "
-                "candidates are all the same)"
-            )
+        _sampled(self.n, self.sampling, "candidates.n", "candidates.sampling")
         return self
 
 
