@@ -136,6 +136,33 @@ def test_nepali_never_ends_in_a_cut_character(real_server: str) -> None:
         assert warning["message"]
 
 
+@pytest.mark.slow
+def test_alternatives_are_other_translations_into_the_target(real_server: str) -> None:
+    sentences = [
+        "The museum opens at nine in the morning and closes at six in the evening.",
+        "Scientists say the new vaccine could be available to the public within two years.",
+    ]
+    detector = Detector(["en", "de", "fr", "es", "zh"])
+    greedy = translate(real_server, text=sentences, source_lang="en", target_lang="de")
+    answer = translate(
+        real_server, text=sentences, source_lang="en", target_lang="de", alternatives=2
+    )
+    assert answer["translation"] == greedy["translation"]
+    for translation, alternatives in zip(
+        answer["translation"], answer["alternatives"], strict=True
+    ):
+        assert len(alternatives) <= 2
+        assert translation not in alternatives
+        assert len(set(alternatives)) == len(alternatives)
+        for alternative in alternatives:
+            assert "\ufffd" not in alternative
+            assert detector.detect(alternative).language == "de", (alternative, answer)
+    # Four samples at temperature 0.7 of sentences this long: some differ from greedy.
+    assert any(answer["alternatives"]), answer
+    # Their tokens are counted: more than the greedy translations' alone.
+    assert answer["usage"]["completion_tokens"] > 2 * greedy["usage"]["completion_tokens"]
+
+
 # -- the random model with checks on: salad is retried, then flagged ---------------------------
 
 

@@ -258,6 +258,13 @@ class ServerSettings(_Strict):
         131_072, ge=1, description="Most characters of text in one request, all texts together."
     )
     max_texts: int = Field(50, ge=1, description="Most texts in one request.")
+    max_alternatives: int = Field(
+        3,
+        ge=0,
+        description="Most alternative translations a request may ask for per text (each is "
+        "a sampled output of every segment, so n alternatives cost about n times the output "
+        "tokens); LibreTranslate's web page asks for 3.",
+    )
     max_body_bytes: ByteSize = Field(
         ByteSize(128 << 10), description="Largest request body (DeepL's limit: 128 KiB)."
     )

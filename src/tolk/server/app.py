@@ -119,7 +119,9 @@ def build_translator(config: TolkConfig, pool: ModelPool, store: KeyStore) -> Tr
         return [NamedGlossary(d.source_lang, d.target_lang, d.entries) for d in found.dictionaries]
 
     s = config.server
-    limits = Limits(s.max_request_chars, s.max_texts, s.max_file_chars, s.segment_timeout)
+    limits = Limits(
+        s.max_request_chars, s.max_texts, s.max_file_chars, s.segment_timeout, s.max_alternatives
+    )
     return Translator(pool, limits, glossaries, find_glossary=find_glossary)
 
 

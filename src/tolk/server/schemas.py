@@ -97,6 +97,15 @@ class TranslateRequest(BaseModel):
         "XML-ish markup).",
     )
 
+    alternatives: int = Field(
+        0,
+        ge=0,
+        description="Other translations of each text to return besides the chosen one, at "
+        "most the server's `max_alternatives`: sampled outputs of the model (each costs about "
+        "one more translation's output tokens, counted in `usage`) that passed the checks, "
+        "distinct; fewer when the samples agree.",
+    )
+
     @model_validator(mode="after")
     def _tag_handling_is_html(self) -> TranslateRequest:
         if self.tag_handling is not None:
@@ -164,6 +173,10 @@ class TranslateResponse(BaseModel):
         None, description="When the source was detected: per text, same shape as `text`."
     )
     usage: Usage
+    alternatives: list[str] | list[list[str]] | None = Field(
+        None,
+        description="When asked for: each text's other translations, same shape as `text`.",
+    )
     warnings: list[TextWarning] = Field(
         default_factory=list,
         description="What tolk suspects about a translation after checking it (and trying "

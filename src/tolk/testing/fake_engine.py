@@ -50,7 +50,8 @@ class FakeModelConfig:
 @dataclass
 class FakeLLM:
     """Answers every request with `max_tokens` tokens drawn from `vocabulary`, seeded by the
-    prompt (and, for `n` > 1, the output's index: sampled candidates differ)."""
+    prompt (and, for `n` > 1, the output's index; sampled outputs by their sampling too:
+    sampled candidates differ from the greedy one)."""
 
     model_config: FakeModelConfig
     vocabulary: list[int]
@@ -76,8 +77,10 @@ class FakeLLM:
         prompt_ids = list(prompt["prompt_token_ids"])
         seed = hashlib.sha256(repr(prompt_ids).encode()).digest()
         completions = []
+        # Sampled outputs differ from the greedy one and from each other.
+        sampled = b"sampled" if sampling_params.temperature > 0 else b""
         for index in range(sampling_params.n):
-            rng = random.Random(seed + bytes([index % 256]))
+            rng = random.Random(seed + sampled + bytes([index % 256]))
             tokens = rng.choices(self.vocabulary, k=sampling_params.max_tokens)
             completions.append(FakeCompletion(tokens, "length"))
         self.requests += 1
@@ -102,7 +105,13 @@ class FakeEngines:
 
         tokenizer = AutoTokenizer.from_pretrained(str(settings.path))
         special = set(tokenizer.all_special_ids)
-        vocabulary = [i for i in range(len(tokenizer)) if i not in special]
+        # Tokens that are whole characters: the stand-in's text never holds a broken one
+        # (which the output checks flag, and which would keep a sample from being offered).
+        vocabulary = [
+            i
+            for i in range(len(tokenizer))
+            if i not in special and "\ufffd" not in tokenizer.decode([i])
+        ]
         llm = FakeLLM(
             FakeModelConfig(settings.engine.max_model_len or 4096),
             vocabulary,

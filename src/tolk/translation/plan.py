@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Literal
@@ -15,7 +16,8 @@ from tolk.translation.segment import Segmented
 class Done:
     """One segment's translation (cleaned, outer whitespace kept) and its token counts
     (of every try); `problems`: what the output checks still found in it, `found`: what
-    they found in the first try, `retried`: whether it was tried twice."""
+    they found in the first try, `retried`: whether it was tried twice; `alternatives`:
+    other outputs of it that passed the checks, when the request asked for some."""
 
     text: str
     prompt_tokens: int
@@ -24,6 +26,7 @@ class Done:
     problems: tuple[str, ...] = ()
     found: tuple[str, ...] = ()
     retried: bool = False
+    alternatives: tuple[str, ...] = ()
 
 
 Via = Literal["whole", "plain", "runs", "original"]
@@ -106,6 +109,15 @@ class DocumentPlan:
         }
         return [s for s in needed if s not in done]
 
+    def _runs_translated(self, done: Mapping[str, Done]) -> Callable[[str], str]:
+        """A text run's translation: its segments' in `done`, joined as the run was cut."""
+
+        def translated(run: str) -> str:
+            cut = self.cut(run)
+            return cut.join([done[s].text for s in cut.segments])
+
+        return translated
+
     def render(self, done: Mapping[str, Done]) -> list[str]:
         for (d, u), via in self.via.items():
             if u in self.outputs[d]:
@@ -116,12 +128,7 @@ class DocumentPlan:
                 self.via[(d, u)] = "original"
                 self.outputs[d][u] = unit.original()
                 continue
-
-            def run_translation(run: str) -> str:
-                cut = self.cut(run)
-                return cut.join([done[s].text for s in cut.segments])
-
-            rendered = unit.with_runs(run_translation)
+            rendered = unit.with_runs(self._runs_translated(done))
             # Kept as it was rather than returned with broken markup.
             if unit.valid(rendered):
                 self.outputs[d][u] = rendered
@@ -129,6 +136,50 @@ class DocumentPlan:
                 self.via[(d, u)] = "original"
                 self.outputs[d][u] = unit.original()
         return [doc.render(self.outputs[d]) for d, doc in enumerate(self.docs)]
+
+    def alternatives(self, done: Mapping[str, Done], wanted: int) -> list[list[str]]:
+        """Per document (after `render`), up to `wanted` other translations: the k-th puts
+        each segment's k-th alternative where the segment has one, its translation where
+        not, each unit the way `render` put it; a unit whose markup an alternative cannot
+        keep keeps its translation. Distinct, and none the same as the translation."""
+        out: list[list[str]] = [[] for _ in self.docs]
+        if not wanted:
+            return out
+        chosen = [doc.render(self.outputs[d]) for d, doc in enumerate(self.docs)]
+        for k in range(wanted):
+            variant = {
+                s: dataclasses.replace(g, text=g.alternatives[k])
+                for s, g in done.items()
+                if len(g.alternatives) > k
+            }
+            if not variant:
+                break
+            for d, text in enumerate(self._render_variant({**done, **variant})):
+                if text.strip() and text != chosen[d] and text not in out[d]:
+                    out[d].append(text)
+        return out
+
+    def _render_variant(self, done: Mapping[str, Done]) -> list[str]:
+        """The documents with `done`'s texts, each unit by the way `render` chose, without
+        changing what `render` put in place."""
+        rendered: list[str] = []
+        for d, doc in enumerate(self.docs):
+            outputs = dict(self.outputs[d])
+            for u, unit in enumerate(doc.units):
+                via = self.via[(d, u)]
+                if via in ("whole", "plain"):
+                    text = unit.masked if via == "whole" else unit.plain
+                    paired = via == "whole"
+                    found = done.get(text or "")
+                    again = found and unit.restore(found.text, paired=paired)
+                    if again and unit.valid(again, paired=paired):
+                        outputs[u] = again
+                elif via == "runs":
+                    again = unit.with_runs(self._runs_translated(done))
+                    if unit.valid(again):
+                        outputs[u] = again
+            rendered.append(doc.render(outputs))
+        return rendered
 
     def warnings(self, done: Mapping[str, Done]) -> list[dict[str, int]]:
         """Per document: each warning code and how many of its units have it (after

@@ -22,6 +22,16 @@ class Limits:
     max_texts: int
     max_file_chars: int = 1_000_000
     segment_seconds: float = 0.0  # added to the deadline per round of segments
+    max_alternatives: int = 3
+
+    def check_alternatives(self, wanted: int) -> None:
+        """Refuse asking for more alternative translations per text than allowed."""
+        if wanted > self.max_alternatives:
+            raise InvalidRequest(
+                f"Invalid request: alternatives parameter must be <= {self.max_alternatives}",
+                field="alternatives",
+                limit=self.max_alternatives,
+            )
 
     def check(self, texts: Sequence[str]) -> None:
         """Refuse a request of more texts or characters than these limits allow."""

@@ -27,7 +27,8 @@ class TranslationRequest:
     """Everything about a translation but its texts (or files). `source_lang` None or
     "auto": detected; `deadline`: seconds, before the per-round allowance
     (tolk.translation.policy.work_deadline); `format` and `rules`: how texts are parsed (a
-    file's format comes from the file)."""
+    file's format comes from the file); `alternatives`: how many other translations of each
+    text to return besides the one chosen (sampled outputs, tolk.translation.service)."""
 
     target_lang: str
     deadline: float
@@ -38,3 +39,4 @@ class TranslationRequest:
     glossary: GlossaryRequest = field(default_factory=GlossaryRequest)
     instructions: Instructions = NO_INSTRUCTIONS
     rules: TagRules = DEFAULT_RULES
+    alternatives: int = 0

@@ -47,6 +47,8 @@ class Translation:
     lengths: list[tuple[int, int]]
     # Each text's detected source, when the request named none ("auto")
     detections: tuple[Detection, ...] = ()
+    # Each text's other translations, when the request asked for alternatives
+    alternatives: tuple[tuple[str, ...], ...] = ()
     warnings: tuple[TextWarning, ...] = ()
     checks: CheckCounts = field(default_factory=CheckCounts)
 
@@ -62,8 +64,10 @@ def merge(
 ) -> Translation:
     """One Translation of several parts (texts by detected language), texts in request order."""
     texts: dict[int, str] = {}
+    alternatives: dict[int, tuple[str, ...]] = {}
     for part, ix in zip(parts, indices, strict=True):
         texts |= dict(zip(ix, part.texts, strict=True))
+        alternatives |= dict(zip(ix, part.alternatives, strict=False))
     first = parts[0]
     return Translation(
         texts=[texts[i] for i in range(len(texts))],
@@ -79,6 +83,9 @@ def merge(
         engine_seconds=max(p.engine_seconds for p in parts),
         lengths=[pair for p in parts for pair in p.lengths],
         detections=detections,
+        alternatives=tuple(alternatives.get(i, ()) for i in range(len(texts)))
+        if alternatives
+        else (),
         warnings=tuple(
             dataclasses.replace(w, text=ix[w.text])
             for part, ix in zip(parts, indices, strict=True)

@@ -197,6 +197,7 @@ class Translator:
         are translated as one request per language, side by side (one deadline; if one part
         fails, the others are cancelled)."""
         self.limits.check(texts)
+        self.limits.check_alternatives(request.alternatives)
         fmt, rules = request.format, request.rules
 
         async def part(indices: Sequence[int], source: str) -> Translation:
@@ -263,12 +264,22 @@ class Translator:
                 while pending:
                     progress.planned = max(progress.planned, len(done) + len(pending))
                     done |= await self._generate_all(
-                        engine, pending, source, target, slots, on_segment, progress, resolved, told
+                        engine,
+                        pending,
+                        source,
+                        target,
+                        slots,
+                        on_segment,
+                        progress,
+                        resolved,
+                        told,
+                        request.alternatives,
                     )
                     pending = plan.restore(done)
         engine_seconds = time.monotonic() - started
         generations = list(done.values())
         texts = plan.render(done)
+        alternatives = plan.alternatives(done, request.alternatives)
         return Translation(
             texts=texts,
             source=source,
@@ -283,6 +294,7 @@ class Translator:
             engine_seconds=engine_seconds,
             lengths=[(g.source_tokens, g.completion_tokens) for g in generations],
             detections=detections,
+            alternatives=tuple(tuple(a) for a in alternatives) if request.alternatives else (),
             warnings=tuple(
                 TextWarning(text, code, units)
                 for text, codes in enumerate(plan.warnings(done))
@@ -330,9 +342,12 @@ class Translator:
         progress: _Progress,
         glossary: Glossary,
         instructions: Instructions,
+        alternatives: int = 0,
     ) -> dict[str, Done]:
         """Every segment through the engine, at most `slots` at a time; each one's prompt
-        is built when its turn comes, so a long document does not hold the event loop."""
+        is built when its turn comes, so a long document does not hold the event loop.
+        With `alternatives`, at least that many sampled outputs beside the greedy one
+        (`candidates.sampling`), of which those that pass the checks are its alternatives."""
 
         numbered_from = progress.done
         checks = engine.settings.checks
@@ -344,7 +359,8 @@ class Translator:
             """One try (the first, or the retry after `again`'s problems). A first try with
             `candidates.n` > 1 is the greedy output and n-1 sampled ones; a markup retry is
             `markup_candidates` sampled outputs of one engine request (guided to bring its
-            placeholders back if `checks.markup_guided`: tolk.translation.guide)."""
+            placeholders back if `checks.markup_guided`: tolk.translation.guide). A first
+            try samples as many as `alternatives` asks for, if more."""
             told = instructions
             if again is not None and checks.retry_instruction:
                 told = firmer(engine, told, text, source, target, again)
@@ -358,10 +374,11 @@ class Translator:
                     if checks.markup_guided:
                         regex = placeholder_regex(text, engine.settings.placeholders)
             requests = [engine.generate_n(job.prompt_ids, job.max_tokens, sampling, stop, n, regex)]
-            if again is None and candidates.n > 1:  # and sampled ones beside the greedy one
+            sampled = max(candidates.n - 1, alternatives)
+            if again is None and sampled:  # and sampled ones beside the greedy one
                 requests.append(
                     engine.generate_n(
-                        job.prompt_ids, job.max_tokens, candidates.sampling, stop, candidates.n - 1
+                        job.prompt_ids, job.max_tokens, candidates.sampling, stop, sampled
                     )
                 )
             progress.in_flight += 1
@@ -395,7 +412,11 @@ class Translator:
                 # repeats itself may be translated so: its generations run to the end).
                 stop = checks.enabled and checks.stop_loops and loop_span(text) < LOOP_MIN_CHARS
                 tries = await attempt(index, text, stop, None)
-                first = tries[0] if len(tries) == 1 else await asyncio.to_thread(select, tries)
+                # MBR among the greedy output and candidates.n-1 sampled ones; any further
+                # sampled outputs are only alternatives.
+                among = tries[: candidates.n]
+                first = among[0] if len(among) == 1 else await asyncio.to_thread(select, among)
+                made = tries
                 chosen, retried = first, False
                 if checks.enabled and checks.retry and first.verdict.retryable:
                     again = await attempt(index, text, stop, first.verdict)
@@ -413,6 +434,7 @@ class Translator:
                     problems=tuple(p for p in chosen.verdict.problems if p != "placeholders"),
                     found=first.verdict.problems,
                     retried=retried,
+                    alternatives=_alternatives(made, chosen.output, alternatives),
                 )
                 if on_segment is not None:
                     on_segment(
@@ -442,6 +464,20 @@ class Translator:
             # A line's translation stays one line, or the text's line structure would move.
             translation = _LINE_BREAKS.sub(" ", translation)
         return keep_outer_whitespace(source_text, translation), cut
+
+
+def _alternatives(tries: Sequence[Attempt], chosen: str, wanted: int) -> tuple[str, ...]:
+    """Up to `wanted` outputs of a first try's candidates that passed the checks, distinct
+    and other than the one chosen, in the order they were made (the greedy one first)."""
+    seen = {chosen}
+    out: list[str] = []
+    for attempt in tries:
+        if len(out) == wanted:
+            break
+        if not attempt.verdict.problems and attempt.output.strip() and attempt.output not in seen:
+            seen.add(attempt.output)
+            out.append(attempt.output)
+    return tuple(out)
 
 
 __all__ = ["GlossaryRequest", "NamedGlossary", "TranslationRequest", "Translator", "run_all"]

@@ -5,8 +5,9 @@
 below. Parameters come from a JSON body, a urlencoded or multipart form, or the query string.
 Errors are `{"error": "..."}` (400, 403, 429; tolk.wire.errors shapes them).
 
-Differences from LibreTranslate, on purpose: `alternatives` is accepted and answered with
-empty lists (one translation per text); `detectedLanguage` of a list is per text (1.9.6
+Differences from LibreTranslate, on purpose: `alternatives` are sampled outputs of the
+model (tolk.translation.service), for HTML too (LibreTranslate has none for HTML), at most
+`server.max_alternatives` a text; `detectedLanguage` of a list is per text (1.9.6
 repeats one detection); LibreTranslate's formatting fix-ups (copying final punctuation and
 case) are not made; `/suggest` answers 403 "disabled", as LibreTranslate does by default.
 """
@@ -62,6 +63,16 @@ def _required(params: Params, name: str) -> Any:
     return value
 
 
+def _count(value: Any, name: str) -> int:
+    """A count as LibreTranslate reads it (Python's int() of the value; below 0 is 0)."""
+    try:
+        return max(0, int(value if value is not None else 0))
+    except (TypeError, ValueError):
+        raise InvalidRequest(
+            f"Invalid request: {name} parameter is not a number", field=name
+        ) from None
+
+
 def _language(calls: Calls, code: Any, field: str) -> Lang | None:
     """A LibreTranslate code as a served language; None for `auto`."""
     if not isinstance(code, str):
@@ -113,9 +124,7 @@ async def translate(request: Request, calls: CallsDep) -> Response:
     fmt = params.text("format") or "text"
     if fmt not in ("text", "html"):
         raise InvalidRequest(f"{fmt} format is not supported", field="format")
-    alternatives = params.text("alternatives") or "0"
-    if not alternatives.isdigit():
-        raise InvalidRequest("Invalid request: alternatives must be an integer")
+    alternatives = _count(params.one("alternatives"), "alternatives")
     deadline = calls.deadline()
 
     # Weblate's placeables ([X12X]) come back exactly as sent.
@@ -131,6 +140,7 @@ async def translate(request: Request, calls: CallsDep) -> Response:
                     source.tag if source else None,
                     format="html" if fmt == "html" else "text",
                     glossary=GlossaryRequest(do_not_translate=placeables),
+                    alternatives=alternatives,
                 ),
             )
         except UnsupportedLanguagePair as exc:
@@ -150,7 +160,7 @@ async def translate(request: Request, calls: CallsDep) -> Response:
             result,
             listed=isinstance(q, list),
             detected=source is None,
-            alternatives=int(alternatives) > 0,
+            alternatives=alternatives > 0,
         )
     )
     calls.record(request, answer.headers, result, len(texts))
@@ -166,13 +176,13 @@ def _translated(
         if detected:
             response["detectedLanguage"] = _detected(result, 0)
         if alternatives:
-            response["alternatives"] = []
+            response["alternatives"] = list(result.alternatives[0])
         return response
     response = {"translatedText": result.texts}
     if detected:
         response["detectedLanguage"] = [_detected(result, i) for i in range(len(result.texts))]
     if alternatives:
-        response["alternatives"] = [[] for _ in result.texts]
+        response["alternatives"] = [list(a) for a in result.alternatives]
     return response
 
 

@@ -132,6 +132,7 @@ def _work(
             body.do_not_translate or (),
         ),
         Instructions.of(body.formality, body.context, body.instructions or ()),
+        alternatives=body.alternatives,
     )
     return translator.translate(texts, request, on_segment)
 
@@ -155,6 +156,11 @@ def _response(body: TranslateRequest, result: Translation) -> TranslateResponse:
         target_lang=result.target.tag,
         model=result.model,
         detected=(detected[0] if single else detected) if detected else None,
+        alternatives=(
+            (list(result.alternatives[0]) if single else [list(a) for a in result.alternatives])
+            if body.alternatives
+            else None
+        ),
         usage=Usage(
             prompt_tokens=usage.prompt_tokens,
             completion_tokens=usage.completion_tokens,
