@@ -135,6 +135,34 @@ def test_failures_are_counted_from_the_outputs_and_flags_matched() -> None:
     assert row["output_tokens"] == 20 * 7
 
 
+def test_alternatives_are_counted_and_scored_beside_the_same_api_without() -> None:
+    worse = "Der Hund rennt heim."
+    base = [record(worse), record(worse)]
+    alt = [
+        record(worse, system="tolk+alt2", output_tokens=60, latency_s=0.75, alternatives=[]),
+        record(
+            worse,
+            system="tolk+alt2",
+            output_tokens=60,
+            latency_s=0.75,
+            alternatives=["Ein Hund.", GERMAN],  # the best of all is the reference itself
+        ),
+    ]
+    results = results_of(base + alt)
+    rows = {s["system"]: s for s in results["summary"]["sentences"]}
+    assert "alternatives" not in rows["tolk"]
+    counted = rows["tolk+alt2"]["alternatives"]
+    assert counted["per_text"] == 1.0
+    assert counted["without"] == 1
+    first = quality_report.score([worse, "Ein Hund."], [GERMAN, GERMAN], "de", n_bootstrap=1)
+    assert counted["chrf_first"] == pytest.approx(first["chrf"])
+    best = quality_report.score([worse, GERMAN], [GERMAN, GERMAN], "de", n_bootstrap=1)
+    assert counted["chrf_best"] == pytest.approx(best["chrf"])
+    assert counted["chrf_best"] > rows["tolk+alt2"]["chrf"]
+    (line,) = [x for x in quality_report.markdown(results).splitlines() if "tolk+alt2:" in x]
+    assert "output tokens x3.00, p50 latency x1.50" in line, line
+
+
 def test_truncation_is_not_counted_where_no_finish_reason_is_reported() -> None:
     results = results_of([record(GERMAN), record("Der Hund " + "immer wieder " * 8)])
     (row,) = results["summary"]["sentences"]
@@ -560,7 +588,8 @@ def test_bench_quality_against_a_real_tolk_server(
     result = run_tolk(
         "bench", "quality", "--url", main_server.url, "--sentences", "3", "--pairs", "en-de",
         "--apis", "tolk,deepl", "--markup", "--markup-sentences", "1", "--documents",
-        "--document-chars", "200", "--concurrency", "4", "--out", "q", cwd=tmp_path,
+        "--document-chars", "200", "--concurrency", "4", "--alternatives", "1", "--out", "q",
+        cwd=tmp_path,
     )  # fmt: skip
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
     assert "chrF++" in result.stdout
@@ -568,9 +597,9 @@ def test_bench_quality_against_a_real_tolk_server(
     data = json.loads((out / "quality.json").read_text())
     assert data["schema"] == "tolk.bench.quality/1"
     assert data["command"].startswith("tolk bench quality --url")
-    assert [s["name"] for s in data["systems"]] == ["tolk", "tolk-deepl"]
+    assert [s["name"] for s in data["systems"]] == ["tolk", "tolk+alt1", "tolk-deepl"]
     sentences = [r for r in data["records"] if r["kind"] == "sentence"]
-    assert len(sentences) == 6
+    assert len(sentences) == 9
     assert all(r["error"] is None and r["latency_s"] > 0 for r in sentences)
     for row in data["summary"]["sentences"]:
         assert row["n"] == 3
@@ -581,6 +610,12 @@ def test_bench_quality_against_a_real_tolk_server(
         assert 0 <= row["unflagged_share"] <= 1
         assert row["latency_s"]["p95"] >= row["latency_s"]["p50"] > 0
     assert data["summary"]["sentences"][0]["output_tokens"] > 0  # tolk's usage
+    # Asked for one alternative: its sample's tokens on top, sentences only.
+    plain, sampled = data["summary"]["sentences"][:2]
+    assert sampled["system"] == "tolk+alt1"
+    assert sampled["output_tokens"] > plain["output_tokens"]
+    assert 0 <= sampled["alternatives"]["per_text"] <= 1
+    assert "alternatives en-de tolk+alt1:" in (out / "quality.md").read_text()
     markup = data["summary"]["markup"]
     assert sorted((m["system"], m["format"]) for m in markup) == [
         ("tolk", "html"),
@@ -598,7 +633,7 @@ def test_bench_quality_against_a_real_tolk_server(
     )
     assert compared.returncode == 0, compared.stderr[-3000:]
     comparison = json.loads((tmp_path / "c" / "quality-compare.json").read_text())
-    assert [r["chrf"]["diff"] for r in comparison["rows"]] == [0, 0]
+    assert [r["chrf"]["diff"] for r in comparison["rows"]] == [0, 0, 0]
     # The markup units are paired too (the same run against itself: no difference).
     assert len(comparison["markup"]) == 3
     assert all(m["intact"]["diff"] == 0 for m in comparison["markup"])

@@ -13,6 +13,7 @@ import httpx
 import pytest
 from deepl.api_data import MultilingualGlossaryDictionaryEntries as Dictionary
 from deepl.api_data import MultilingualGlossaryInfo, WriteResult
+from transformers import AutoTokenizer
 
 from tests.conftest import MainKeys
 from tests.helpers import InProcessServer
@@ -256,6 +257,43 @@ def test_a_document_already_in_the_target_language_ends_in_error(
     assert "Source and target language" in message
     assert raised.value.document_handle is not None
     assert re.search("ID: [0-9A-F]{32}, key: [0-9A-F]{64}", message), message
+
+
+def test_a_documents_glossary_formality_and_style_rule_reach_the_prompt(
+    client: deepl.DeepLClient, edge_server: InProcessServer, test_model: Path, tmp_path: Path
+) -> None:
+    """As on /v2/translate: what the upload names is in every segment's prompt (read from
+    the stand-in engine, which keeps the latest prompts)."""
+    llm = edge_server.engines.started["demo"]
+    tokenizer = AutoTokenizer.from_pretrained(str(test_model))
+    glossary = client.create_glossary("doc terms", "EN", "DE", {"batch": "Stapel"})
+    rule = client.create_style_rule("doc rule", "de")
+    client.create_style_rule_custom_instruction(rule, "units", "Write units in full words")
+    source = tmp_path / "en.txt"
+    source.write_text("Every batch is checked twice.\n\nThe second batch waits.\n")
+    llm.prompts.clear()
+    client.translate_document_from_filepath(
+        source,
+        tmp_path / "out.txt",
+        source_lang="EN",
+        target_lang="DE",
+        formality="more",
+        glossary=glossary,
+        extra_body_parameters={"style_id": rule.style_id},
+    )
+    prompts = [tokenizer.decode(p) for p in llm.prompts]
+    assert len(prompts) == 2
+    for prompt in prompts:
+        assert "Stapel" in prompt, prompt
+        assert "formal register" in prompt, prompt
+        assert "Write units in full words" in prompt, prompt
+    client.delete_style_rule(rule)
+    # Without them, none of it.
+    llm.prompts.clear()
+    client.translate_document_from_filepath(
+        source, tmp_path / "plain.txt", source_lang="EN", target_lang="DE"
+    )
+    assert not [p for p in map(tokenizer.decode, llm.prompts) if "Stapel" in p or "formal" in p]
 
 
 def test_tag_handling_v2_parses_xml_strictly(client: deepl.DeepLClient) -> None:

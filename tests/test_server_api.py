@@ -5,13 +5,14 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator
+from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
 
 from tests.conftest import MAIN_LANGUAGES
-from tests.helpers import TextMaker, metric_samples
+from tests.helpers import InProcessServer, TextMaker, metric_samples
 
 pytestmark = pytest.mark.engine
 
@@ -491,6 +492,25 @@ async def test_unsupported_and_unreadable_files_are_refused(edge: httpx.AsyncCli
     assert "Word document" in error["message"]
     response = await edge.post("/translate/file", data={"source_lang": "en"})
     error = assert_error(response, 422, "invalid_request")
+
+
+async def test_a_files_glossary_and_formality_reach_the_prompt(
+    edge: httpx.AsyncClient, edge_server: InProcessServer, test_model: Path
+) -> None:
+    from transformers import AutoTokenizer
+
+    llm = edge_server.engines.started["demo"]
+    tokenizer = AutoTokenizer.from_pretrained(str(test_model))
+    llm.prompts.clear()
+    response = await _post_file(
+        edge, "notes.txt", b"The batch is ready.\n", glossary_id="product", formality="more"
+    )
+    assert response.status_code == 200, response.text
+    (prompt,) = [tokenizer.decode(p) for p in llm.prompts]
+    assert "Stapel" in prompt
+    assert "formal register" in prompt
+    unknown = await _post_file(edge, "notes.txt", b"The batch.\n", glossary_id="nope")
+    assert_error(unknown, 400, "unknown_glossary")
 
 
 async def test_glossaries_and_protected_terms(edge: httpx.AsyncClient) -> None:

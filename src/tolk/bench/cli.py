@@ -577,6 +577,13 @@ def quality_command(
         ),
     ] = 1000,
     concurrency: Annotated[int, typer.Option(help="Requests at once per system.")] = 8,
+    alternatives: Annotated[
+        int,
+        typer.Option(
+            help="Also ask tolk's and LibreTranslate's APIs for N alternatives per sentence (a "
+            "system of its own, '+altN', in the same run): their cost and their scores."
+        ),
+    ] = 0,
     compare: Annotated[
         tuple[Path, Path] | None,
         typer.Option(help="Compare two runs instead (quality.json or their directories)."),
@@ -601,8 +608,12 @@ def quality_command(
     chosen_apis = [a.strip() for a in apis.split(",") if a.strip()]
     if not chosen_apis or set(chosen_apis) - set(quality.APIS):
         raise typer.BadParameter(f"'{apis}': any of tolk,deepl,libretranslate", param_hint="--apis")
-    if sentences < 1 or offset < 0 or concurrency < 1:
-        raise typer.BadParameter("--sentences and --concurrency are positive, --offset >= 0")
+    if sentences < 1 or offset < 0 or concurrency < 1 or alternatives < 0:
+        raise typer.BadParameter(
+            "--sentences and --concurrency are positive, --offset and --alternatives >= 0"
+        )
+    if alternatives and not set(chosen_apis) & set(quality.ALTERNATIVE_APIS):
+        raise typer.BadParameter("--alternatives needs --apis tolk or libretranslate")
     folder = data or quality_data.DEFAULT_DATA
     try:
         chosen_pairs = quality_data.parse_pairs(pairs)
@@ -637,6 +648,7 @@ def quality_command(
         openai_model=openai_model,
         openai_start=openai_start,
         languages=judged,
+        alternatives=alternatives,
         settings={
             "languages": judged,
             "data": str(folder),
@@ -644,6 +656,7 @@ def quality_command(
             "sentences_per_pair": sentences,
             "offset": offset,
             "concurrency": concurrency,
+            "alternatives": alternatives,
             "markup_sentences": markup_sentences if markup else 0,
             "document_chars": (document_chars or None) if documents else None,
             "warnings": warnings,

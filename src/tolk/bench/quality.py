@@ -8,6 +8,9 @@ system the same sentences (quality_data: FLORES-101's aligned files; optionally 
 made from them and the case-study articles at each split mode) and scores what comes back
 (quality_report: sacrebleu's chrF++ and BLEU with confidence intervals, and the failure
 checks tolk's server itself applies), beside latency, output tokens and what tolk flagged.
+With `--alternatives N`, tolk's and LibreTranslate's APIs are also asked for N alternatives
+per sentence, as a system of their own in the same run: what the samples cost in tokens and
+latency beside the same API without them, and how the alternatives score.
 
 Systems: a tolk server (`--url`, or started from `--config`) through each of its APIs:
 tolk's /translate, the DeepL-compatible /v2/translate and the LibreTranslate-compatible
@@ -44,6 +47,7 @@ from tolk.languages import lang
 from tolk.local.processes import LocalServer, free_port, start_server
 
 APIS = ("tolk", "deepl", "libretranslate")
+ALTERNATIVE_APIS = ("tolk", "libretranslate")  # the APIs that have alternatives
 SYSTEM_NAMES = {"tolk": "tolk", "deepl": "tolk-deepl", "libretranslate": "tolk-libretranslate"}
 OPENAI_PROMPT = (
     "Translate the following {source} text into {target}. Reply with the translation only."
@@ -62,10 +66,14 @@ class System:
     api: str  # tolk | deepl | libretranslate | openai
     url: str
     model: str | None = None  # the model name an OpenAI server is asked for
+    alternatives: int = 0  # asked of the tolk and LibreTranslate APIs
 
     def takes(self, unit: Unit) -> bool:
         """Documents go through tolk's API only (the split mode is its option); markdown
-        where a format can be named or the prompt carries it as text."""
+        where a format can be named or the prompt carries it as text; alternatives are
+        asked for sentences."""
+        if self.alternatives:  # what alternatives cost is measured on sentences
+            return unit.kind == "sentence"
         if unit.kind == "document":
             return self.api == "tolk"
         return unit.kind != "markdown" or self.api in ("tolk", "openai")
@@ -84,6 +92,7 @@ class Plan:
     openai_start: Path | None = None  # or vLLM's own, started on this model directory
     languages: Sequence[str] = ()  # the languages the output checks tell apart
     settings: Mapping[str, Any] = field(default_factory=dict)  # for the report
+    alternatives: int = 0  # also measure tolk's and LibreTranslate's APIs asked for these
 
 
 def openai_prompt(unit: Unit) -> str:
@@ -103,13 +112,18 @@ def request(system: System, unit: Unit) -> tuple[str, dict[str, Any]]:
             body["format"] = unit.format
         if unit.split is not None:
             body["split"] = unit.split
+        if system.alternatives:
+            body["alternatives"] = system.alternatives
         return "/translate", body
     if system.api == "deepl":
         body = {"text": [unit.source], "source_lang": src, "target_lang": tgt}
         return "/v2/translate", body | ({"tag_handling": "html"} if html else {})
     if system.api == "libretranslate":
         fmt = "html" if html else "text"
-        return "/translate", {"q": unit.source, "source": src, "target": tgt, "format": fmt}
+        body = {"q": unit.source, "source": src, "target": tgt, "format": fmt}
+        if system.alternatives:
+            body["alternatives"] = system.alternatives
+        return "/translate", body
     return "/v1/chat/completions", {
         "model": system.model,
         "messages": [{"role": "user", "content": openai_prompt(unit)}],
@@ -130,7 +144,8 @@ def header_flags(headers: Mapping[str, str]) -> list[str]:
 
 
 def reply(system: System, body: dict[str, Any], headers: Mapping[str, str]) -> dict[str, Any]:
-    """output, flags, output_tokens and finish_reason of one API's answer."""
+    """output, flags, output_tokens and finish_reason of one API's answer (and its
+    alternatives, when they were asked for)."""
     tokens: int | None = None
     finish: str | None = None
     if system.api == "tolk":
@@ -146,7 +161,10 @@ def reply(system: System, body: dict[str, Any], headers: Mapping[str, str]) -> d
         output, flags = choice["message"].get("content") or "", []
         finish = choice.get("finish_reason")
         tokens = body.get("usage", {}).get("completion_tokens")
-    return {"output": output, "flags": flags, "output_tokens": tokens, "finish_reason": finish}
+    answer = {"output": output, "flags": flags, "output_tokens": tokens, "finish_reason": finish}
+    if system.alternatives:
+        answer["alternatives"] = list(body.get("alternatives") or [])
+    return answer
 
 
 async def translate_one(
@@ -311,9 +329,16 @@ async def run_quality(
             url = plan.url.rstrip("/") if plan.url else server.url  # type: ignore[union-attr]
             model = await tolk_models(url)
             for api in plan.apis:
-                system = System(SYSTEM_NAMES[api], api, url)
-                systems.append({"name": system.name, "api": api, "url": url, "model": model})
-                records += await translate_all(system, plan.units, plan.concurrency, progress)
+                chosen = [System(SYSTEM_NAMES[api], api, url)]
+                if plan.alternatives and api in ALTERNATIVE_APIS:
+                    name = f"{SYSTEM_NAMES[api]}+alt{plan.alternatives}"
+                    chosen.append(System(name, api, url, alternatives=plan.alternatives))
+                for system in chosen:
+                    systems.append(
+                        {"name": system.name, "api": api, "url": url, "model": model}
+                        | ({"alternatives": system.alternatives} if system.alternatives else {})
+                    )
+                    records += await translate_all(system, plan.units, plan.concurrency, progress)
         finally:
             if server is not None:
                 server.stop()

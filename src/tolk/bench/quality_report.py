@@ -169,6 +169,28 @@ def sentence_row(pair: str, system: str, rows: list[dict[str, Any]]) -> dict[str
         "unflagged": len(unflagged),
         "unflagged_share": len(unflagged) / n,
         **_timing(rows),
+        **({"alternatives": _alternatives(rows, target)} if "alternatives" in rows[0] else {}),
+    }
+
+
+def _alternatives(rows: list[dict[str, Any]], target: str) -> dict[str, Any]:
+    """How many alternatives came per sentence and how they score: chrF++ of each
+    sentence's first alternative (its translation where it has none), and of the best of
+    translation and alternatives per sentence (by sentence chrF++ against the reference: an
+    upper bound on what choosing among them could give)."""
+    listed = [[str(a) for a in r.get("alternatives") or []] for r in rows]
+    references = [r["reference"] for r in rows]
+    chrf = CHRF(word_order=2)
+    best = [
+        max([r["output"], *alts], key=lambda h: chrf.sentence_score(h, [ref]).score)
+        for r, alts, ref in zip(rows, listed, references, strict=True)
+    ]
+    first = [alts[0] if alts else r["output"] for r, alts in zip(rows, listed, strict=True)]
+    return {
+        "per_text": sum(len(a) for a in listed) / len(rows),
+        "without": sum(not a for a in listed),
+        "chrf_first": score(first, references, target, n_bootstrap=1)["chrf"],
+        "chrf_best": score(best, references, target, n_bootstrap=1)["chrf"],
     }
 
 
@@ -251,9 +273,36 @@ def rows(results: dict[str, Any]) -> list[list[str]]:
     return out
 
 
-def _extra_rows(results: dict[str, Any]) -> list[str]:
-    """Markup and documents, as lines of text (for the table's caption and the markdown)."""
+def _ratio(a: float | None, b: float | None) -> str:
+    return "-" if not a or not b else f"x{a / b:.2f}"
+
+
+def _alternative_rows(results: dict[str, Any]) -> list[str]:
+    """Each `+altN` system beside the same API without alternatives, in the same run."""
+    sentences = results["summary"]["sentences"]
+    by_key = {(s["pair"], s["system"]): s for s in sentences}
     lines = []
+    for s in sentences:
+        alt = s.get("alternatives")
+        if alt is None:
+            continue
+        base = by_key.get((s["pair"], s["system"].rsplit("+alt", 1)[0]), {})
+        lines.append(
+            f"alternatives {s['pair']} {s['system']}: {alt['per_text']:.2f} per sentence "
+            f"({alt['without']} without), chrF++ of the first {alt['chrf_first']:.1f}, best "
+            f"of all {alt['chrf_best']:.1f} (translation {s['chrf']:.1f}); output tokens "
+            f"{_ratio(s['output_tokens'], base.get('output_tokens'))}, p50 latency "
+            f"{_ratio(s['latency_s']['p50'], (base.get('latency_s') or {}).get('p50'))}, "
+            f"p95 {_ratio(s['latency_s']['p95'], (base.get('latency_s') or {}).get('p95'))} "
+            "of the same API without"
+        )
+    return lines
+
+
+def _extra_rows(results: dict[str, Any]) -> list[str]:
+    """Markup, documents and alternatives, as lines of text (for the table's caption and
+    the markdown)."""
+    lines = _alternative_rows(results)
     for m in results["summary"]["markup"]:
         glue = f"{_pct(m['glued'])}% glued"
         if m["glued"] is None:

@@ -22,6 +22,8 @@ from tolk.server.lifecycle import Lifecycle
 from tolk.server.metrics import ServiceMetrics
 from tolk.translation import Translation, Translator
 from tolk.translation.files import TranslatedFile, translate_file
+from tolk.translation.prompts import NO_INSTRUCTIONS, Instructions
+from tolk.translation.request import GlossaryRequest, TranslationRequest
 from tolk.wire.asgi import CLIENT_CLOSED
 
 T = TypeVar("T")
@@ -75,18 +77,28 @@ class Calls:
         return min(limit, requested) if requested else limit
 
     def document(
-        self, filename: str, data: bytes, source: Lang | None, target: Lang
+        self,
+        filename: str,
+        data: bytes,
+        source: Lang | None,
+        target: Lang,
+        glossary: GlossaryRequest | None = None,
+        instructions: Instructions = NO_INSTRUCTIONS,
     ) -> Coroutine[Any, Any, TranslatedFile]:
         """A whole file as the drop-in APIs translate it: the pair's model, the background
-        document deadline (server.document_timeout)."""
+        document deadline (server.document_timeout), the request's glossary and
+        instructions."""
         return translate_file(
             self.translator,
             filename,
             data,
-            source.tag if source else None,
-            target.tag,
-            None,
-            self.config.server.document_timeout,
+            TranslationRequest(
+                target.tag,
+                self.config.server.document_timeout,
+                source.tag if source else None,
+                glossary=glossary or GlossaryRequest(),
+                instructions=instructions,
+            ),
         )
 
     def admit(self, caller: Caller, characters: int) -> None:

@@ -9,6 +9,8 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 from tolk.translation.formats import Format
 from tolk.translation.segment import SplitMode
 
+Formality = Literal["default", "more", "less", "prefer_more", "prefer_less"]
+
 
 class TranslateRequest(BaseModel):
     model_config = ConfigDict(
@@ -71,7 +73,7 @@ class TranslateRequest(BaseModel):
         "with this endpoint's usual response (or `error` with the error shape). A client "
         "that disconnects stops the rest.",
     )
-    formality: Literal["default", "more", "less", "prefer_more", "prefer_less"] = Field(
+    formality: Formality = Field(
         "default",
         description="As DeepL's: a formal or informal register, asked of the model in its "
         "prompt. 'more'/'less' fail (400) where the model's prompt format takes no "

@@ -23,6 +23,7 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import random
+from collections import deque
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from typing import Any
@@ -58,6 +59,8 @@ class FakeLLM:
     seconds_per_token: float = 0.0
     requests: int = 0  # engine requests answered, for tests that count them
     outputs: int = 0  # outputs written (a request asks for `n`)
+    # The latest requests' prompts (token ids), for tests of what reached the model
+    prompts: deque[list[int]] = field(default_factory=lambda: deque(maxlen=64))
     _dead: bool = field(default=False, repr=False)
 
     @property
@@ -75,6 +78,7 @@ class FakeLLM:
         # is the abort.
         await asyncio.sleep(sampling_params.max_tokens * self.seconds_per_token)
         prompt_ids = list(prompt["prompt_token_ids"])
+        self.prompts.append(prompt_ids)
         seed = hashlib.sha256(repr(prompt_ids).encode()).digest()
         completions = []
         # Sampled outputs differ from the greedy one and from each other.

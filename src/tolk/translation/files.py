@@ -19,7 +19,6 @@ from tolk.translation.document import Document
 from tolk.translation.formats import Format, Splitter, parse
 from tolk.translation.request import TranslationRequest
 from tolk.translation.results import Translation
-from tolk.translation.segment import SplitMode
 from tolk.translation.service import Translator
 
 Kind = Format | Literal["docx"]
@@ -79,15 +78,10 @@ class _Opened:
 
 
 async def translate_file(
-    translator: Translator,
-    filename: str,
-    data: bytes,
-    source_lang: str | None,
-    target_lang: str,
-    model: str | None,
-    deadline: float,
-    split: SplitMode = "sentences",
+    translator: Translator, filename: str, data: bytes, request: TranslationRequest
 ) -> TranslatedFile:
+    """A file translated as `request` asks (its glossary and instructions too); the format
+    is the file's own."""
     kind = file_type(filename)
     opened = (
         _open_docx(filename, data) if kind.kind == "docx" else _open_text(filename, data, kind.kind)
@@ -103,7 +97,7 @@ async def translate_file(
     translation = await translator.translate_documents(
         opened.documents,
         opened.characters,
-        TranslationRequest(target_lang, deadline, source_lang, model, split),
+        request,
         sample=opened.sample,
     )
     return TranslatedFile(opened.save(translation.texts), kind.media_type, translation)

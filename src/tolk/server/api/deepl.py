@@ -160,6 +160,31 @@ def style_rule_for(calls: Calls, style_id: str, target: Lang) -> StyleRule:
     return rule
 
 
+def _glossary(params: Params, source: Lang | None) -> GlossaryRequest:
+    """`glossary_id` and `glossary_ids` (up to 5, their entries together)."""
+    glossary_ids = params.strings("glossary_ids") or []
+    if len(glossary_ids) > MAX_GLOSSARY_IDS:
+        raise InvalidRequest(
+            f"glossary_ids must not contain more than {MAX_GLOSSARY_IDS} glossary IDs",
+            field="glossary_ids",
+        )
+    one = params.text("glossary_id")
+    glossary = GlossaryRequest(ids=[one, *glossary_ids] if one else glossary_ids)
+    if glossary.ids and source is None:
+        raise InvalidRequest("source_lang is required when a glossary is used")
+    return glossary
+
+
+def _told(calls: Calls, params: Params, target: Lang) -> Instructions:
+    """Formality, context and custom instructions, and the style rule `style_id` names."""
+    instructions = _instructions(params)
+    if style_id := params.text("style_id"):
+        rule = style_rule_for(calls, style_id, target)
+        custom = (*instructions.custom, *rule_instructions(rule))
+        instructions = dataclasses.replace(instructions, custom=custom)
+    return instructions
+
+
 def _model(calls: Calls, params: Params) -> tuple[str | None, str | None]:
     """(the configured model for `model_type`, the model_type_used to report)."""
     model_type = params.text("model_type")
@@ -187,23 +212,10 @@ async def translate(request: Request, calls: CallsDep) -> Response:
         splitting=frozenset(params.strings("splitting_tags") or ()),
         non_splitting=frozenset(params.strings("non_splitting_tags") or ()),
     )
-    glossary_ids = params.strings("glossary_ids") or []
-    if len(glossary_ids) > MAX_GLOSSARY_IDS:
-        raise InvalidRequest(
-            f"glossary_ids must not contain more than {MAX_GLOSSARY_IDS} glossary IDs",
-            field="glossary_ids",
-        )
-    one = params.text("glossary_id")
-    glossary = GlossaryRequest(ids=[one, *glossary_ids] if one else glossary_ids)
-    if glossary.ids and source is None:
-        raise InvalidRequest("source_lang is required when a glossary is used")
+    glossary = _glossary(params, source)
     model, model_type_used = _model(calls, params)
     split = _split(params.text("split_sentences"))
-    instructions = _instructions(params)
-    if style_id := params.text("style_id"):
-        rule = style_rule_for(calls, style_id, target)
-        custom = (*instructions.custom, *rule_instructions(rule))
-        instructions = dataclasses.replace(instructions, custom=custom)
+    instructions = _told(calls, params, target)
     deadline = calls.deadline()
     result = await calls.run(
         request,
@@ -432,14 +444,17 @@ async def upload_document(request: Request, calls: CallsDep) -> JSONResponse:
     if output_format and file_type(f"x.{output_format}") != kind:
         raise InvalidRequest("output_format must be the document's own format on this server")
     source, target = _languages(params)
-    _instructions(params)  # formality is validated (the client always sends it), not applied
+    # As on /v2/translate: glossaries, formality (the client always sends one; `default`
+    # asks nothing), and a style rule (sent through the client's extra_body_parameters).
+    glossary = _glossary(params, source)
+    instructions = _told(calls, params, target)
     calls.admit(caller, 0)
     data = await upload.read()
 
     async def work() -> Any:
         if source is not None and source.code == target.code:
             raise _same_language(source)
-        done = await calls.document(filename, data, source, target)
+        done = await calls.document(filename, data, source, target, glossary, instructions)
         detected = done.translation.source
         if detected.code == target.code:  # as DeepL: the document ends in `error`, unbilled
             raise _same_language(detected)

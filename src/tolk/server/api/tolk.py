@@ -28,6 +28,7 @@ from tolk.server.schemas import (
     DetectRequest,
     DetectResponse,
     ErrorResponse,
+    Formality,
     HealthResponse,
     LanguagesResponse,
     ModelLanguages,
@@ -278,19 +279,27 @@ async def translate_file_route(
     ] = None,
     model: Annotated[str | None, Form()] = None,
     split: Annotated[SplitMode, Form(description="As on /translate.")] = "sentences",
+    glossary_id: Annotated[str | None, Form(description="As on /translate.")] = None,
+    formality: Annotated[Formality, Form(description="As on /translate.")] = "default",
     x_request_timeout: RequestTimeout = None,
 ) -> Response:
     filename = PurePath(file.filename or "").name
     file_type(filename)  # 415 before the upload is read
     data = await file.read()
-    deadline = calls.deadline(x_request_timeout)
+    asked = TranslationRequest(
+        target_lang,
+        calls.deadline(x_request_timeout),
+        source_lang,
+        model,
+        split,
+        glossary=GlossaryRequest(ids=[glossary_id] if glossary_id else []),
+        instructions=Instructions.of(formality, None, ()),
+    )
     result = await calls.run(
         request,
         caller,
         0,
-        lambda: translate_file(
-            calls.translator, filename, data, source_lang, target_lang, model, deadline, split
-        ),
+        lambda: translate_file(calls.translator, filename, data, asked),
         charged=lambda done: done.translation.usage.characters,
     )
     response = attachment(result, filename)
