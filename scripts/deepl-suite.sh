@@ -20,10 +20,10 @@ work=$repo/.runtime/deepl-suite
 version=$(sed -n 's/^version = "\(.*\)"/\1/p' "$checkout/pyproject.toml" | head -1)
 mkdir -p "$work"
 
-if [ ! -x "$work/venv/bin/pytest" ] || ! "$work/venv/bin/pip" show deepl 2>/dev/null | grep -q "^Version: $version$"; then
+if ! "$work/venv/bin/python" -c "import click, pydantic, pytest, deepl; assert deepl.__version__ == \"$version\"" 2>/dev/null; then
   echo "setting up deepl $version and its test requirements in $work/venv"
   python3 -m venv "$work/venv"
-  "$work/venv/bin/pip" install -q "deepl==$version" "pydantic<2" pytest typing_extensions
+  "$work/venv/bin/pip" install -q "deepl==$version" "pydantic<2" "pytest<9" typing_extensions click
 fi
 
 make -C "$repo" -s demo-model

@@ -67,8 +67,14 @@ def server_config(
     access: dict[str, Any] | None = None,
     **server: Any,
 ) -> dict[str, Any]:
-    """A tolk config on loopback: `models`, and `server` fields."""
-    config = {"server": {"host": "127.0.0.1", "port": port, **server}, "models": models}
+    """A tolk config on loopback: `models`, and `server` fields. The segment memory is off
+    (tests send the same texts again and mean the engine's work: aborts, deadlines,
+    batching); tests/test_memory.py turns it on."""
+    config: dict[str, Any] = {
+        "server": {"host": "127.0.0.1", "port": port, **server},
+        "models": models,
+        "memory": {"enabled": False},
+    }
     if glossaries:
         config["glossaries"] = glossaries
     if access:

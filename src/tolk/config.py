@@ -359,6 +359,22 @@ def valid_rate(value: str | None) -> str | None:
     return value
 
 
+class MemorySettings(_Strict):
+    """The segment memory (tolk.memory): translated segments are not sent to the engine
+    again, across requests, restarts and (with a shared database) servers."""
+
+    enabled: bool = Field(True, description="Look segments up before the engine; store them.")
+    url: str | None = Field(
+        None,
+        description="SQLAlchemy URL of its database: sqlite:///path/memory.db (one server), "
+        "postgresql+psycopg://user@host/db (a fleet shares it); none: in this process's "
+        "memory only.",
+    )
+    max_entries: int = Field(
+        1_000_000, ge=1, description="Segments kept; the least recently used go first."
+    )
+
+
 class DeeplSettings(_Strict):
     model_types: dict[Literal["quality_optimized", "latency_optimized"], str] = Field(
         default_factory=dict,
@@ -370,6 +386,7 @@ class TolkConfig(_Strict):
     server: ServerSettings = ServerSettings()
     access: AccessSettings = AccessSettings()
     deepl: DeeplSettings = DeeplSettings()
+    memory: MemorySettings = MemorySettings()
     models: tuple[ModelSettings, ...] = Field(min_length=1)
     glossaries: dict[str, GlossarySettings] = Field(
         default_factory=dict, description="Named glossaries, by the id requests give."
@@ -424,7 +441,8 @@ def env_overrides(environ: Mapping[str, str]) -> list[tuple[list[str], Any]]:
 
 
 def _resolve_paths(data: dict[str, Any], base: Path) -> None:
-    """Model paths and the access db starting with ./ or ../ are relative to the config file."""
+    """Model paths, the access db and a SQLite memory's file starting with ./ or ../ are
+    relative to the config file."""
     for model in data.get("models") or []:
         path = model.get("path") if isinstance(model, dict) else None
         if isinstance(path, str) and re.match(r"^\.\.?/", path):
@@ -434,6 +452,12 @@ def _resolve_paths(data: dict[str, Any], base: Path) -> None:
         db = access.get("db")
         if isinstance(db, str) and re.match(r"^\.\.?/", db):
             access["db"] = str((base / db).resolve())
+    memory = data.get("memory")
+    if isinstance(memory, dict):
+        url = memory.get("url")
+        relative = re.match(r"^sqlite:///(\.\.?/.*)$", url) if isinstance(url, str) else None
+        if relative:
+            memory["url"] = f"sqlite:///{(base / relative[1]).resolve()}"
 
 
 def build_config(

@@ -28,6 +28,7 @@ from rich.progress import Progress
 from rich.table import Table
 
 from tolk import sse
+from tolk.bench.loadgen import BYPASS_MEMORY
 from tolk.bench.run import progress_callback
 from tolk.bench.scrape import TimelineSampler
 from tolk.bench.stats import percentile
@@ -209,7 +210,9 @@ async def run_documents(
     progress: Progress | None = None,
 ) -> dict[str, Any]:
     timeout = aiohttp.ClientTimeout(total=3600)
-    async with aiohttp.ClientSession(base_url=url, timeout=timeout) as session:
+    async with aiohttp.ClientSession(
+        base_url=url, timeout=timeout, headers=BYPASS_MEMORY
+    ) as session:
         idle_rows = await idle(session, workload, progress)
         loaded = await load(session, workload, concurrency, documents, progress)
     return {

@@ -40,6 +40,7 @@ import aiohttp
 from rich.progress import Progress
 
 from tolk.bench import quality_report
+from tolk.bench.loadgen import BYPASS_MEMORY
 from tolk.bench.quality_data import Unit
 from tolk.bench.run import progress_callback
 from tolk.config import EngineSettings, ModelSettings, load_config
@@ -221,7 +222,9 @@ async def translate_all(
     gate = asyncio.Semaphore(concurrency)
     timeout = aiohttp.ClientTimeout(total=REQUEST_TIMEOUT)
     connector = aiohttp.TCPConnector(limit=concurrency)
-    async with aiohttp.ClientSession(system.url, timeout=timeout, connector=connector) as session:
+    async with aiohttp.ClientSession(
+        system.url, timeout=timeout, connector=connector, headers=BYPASS_MEMORY
+    ) as session:
 
         async def one(unit: Unit) -> dict[str, Any]:
             async with gate:

@@ -13,6 +13,7 @@ from collections.abc import AsyncIterator
 
 from fastapi import FastAPI
 from fastapi.staticfiles import StaticFiles
+from sqlalchemy.exc import SQLAlchemyError
 
 import tolk
 from tolk import languages
@@ -29,6 +30,7 @@ from tolk.engine import (
 from tolk.engine.supervisor import RestartPolicy, Supervisor
 from tolk.errors import ClientDisconnected
 from tolk.keys import SYNC_SECONDS, KeyStore
+from tolk.memory import FLUSH_SECONDS, SegmentMemory
 from tolk.server.access import Access
 from tolk.server.api import (
     deepl,
@@ -104,7 +106,19 @@ async def sync_store(store: KeyStore) -> None:
             log.error("the key store could not be synced (retried): %s", exc)
 
 
-def build_translator(config: TolkConfig, pool: ModelPool, store: KeyStore) -> Translator:
+async def flush_memory(memory: SegmentMemory) -> None:
+    """The segment memory's new translations, every FLUSH_SECONDS, in a thread."""
+    while True:
+        await asyncio.sleep(FLUSH_SECONDS)
+        try:
+            await asyncio.to_thread(memory.flush)
+        except SQLAlchemyError as exc:
+            log.error("the segment memory could not be written (retried): %s", exc)
+
+
+def build_translator(
+    config: TolkConfig, pool: ModelPool, store: KeyStore, memory: SegmentMemory | None = None
+) -> Translator:
     """The translation service over `pool`, with the configured glossaries and those made
     through DeepL's API (kept in the key store, which other servers may share)."""
     glossaries = {
@@ -122,7 +136,7 @@ def build_translator(config: TolkConfig, pool: ModelPool, store: KeyStore) -> Tr
     limits = Limits(
         s.max_request_chars, s.max_texts, s.max_file_chars, s.segment_timeout, s.max_alternatives
     )
-    return Translator(pool, limits, glossaries, find_glossary=find_glossary)
+    return Translator(pool, limits, glossaries, find_glossary=find_glossary, memory=memory)
 
 
 class ServerParts:
@@ -138,6 +152,8 @@ class ServerParts:
         self.store = KeyStore(config.access.db)
         self.access = Access(self.store, config.access.require_key, config.access.anonymous_rate)
         self.documents = DocumentStore()
+        m = config.memory
+        self.memory = SegmentMemory(m.url, m.max_entries) if m.enabled else None
         self._background: list[asyncio.Task[None]] = []
 
     def start(self, app: FastAPI) -> None:
@@ -152,7 +168,7 @@ class ServerParts:
             vllm_compat.cache_envs()
         app.state.pool = self.pool = pool
         self.metrics.start_models(pool.engines)
-        translator = build_translator(self.config, pool, self.store)
+        translator = build_translator(self.config, pool, self.store, self.memory)
         app.state.calls = Calls(self.config, translator, self.lifecycle, self.metrics, self.access)
         self.supervisor = supervise(pool, self.config, self.engine_metrics, self.lifecycle)
         self._background = [
@@ -161,6 +177,8 @@ class ServerParts:
             asyncio.create_task(sync_store(self.store)),
             asyncio.create_task(watch_loop(self.metrics)),
         ]
+        if self.memory is not None:
+            self._background.append(asyncio.create_task(flush_memory(self.memory)))
         languages.warm(t for e in pool.engines for t in e.settings.coverage.tags())
         # Everything allocated so far (vLLM, torch, transformers, the tokenizers) lives as long
         # as the server: move it out of the garbage collector's sight, as vLLM's own server
@@ -183,6 +201,12 @@ class ServerParts:
         self.supervisor.close()
         self.store.sync()  # the last usage counts
         self.store.close()
+        if self.memory is not None:
+            try:
+                self.memory.flush()  # the last translations are kept
+            except SQLAlchemyError as exc:
+                log.error("the segment memory's last writes were lost: %s", exc)
+            self.memory.close()
         log.info("engines shut down")
 
 

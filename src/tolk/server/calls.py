@@ -23,7 +23,7 @@ from tolk.server.metrics import ServiceMetrics
 from tolk.translation import Translation, Translator
 from tolk.translation.files import TranslatedFile, translate_file
 from tolk.translation.prompts import NO_INSTRUCTIONS, Instructions
-from tolk.translation.request import GlossaryRequest, TranslationRequest
+from tolk.translation.request import GlossaryRequest, MemoryMode, TranslationRequest
 from tolk.wire.asgi import CLIENT_CLOSED
 
 T = TypeVar("T")
@@ -76,6 +76,20 @@ class Calls:
         limit = self.config.server.request_timeout
         return min(limit, requested) if requested else limit
 
+    @staticmethod
+    def memory_mode(request: Request, asked: MemoryMode = "use") -> MemoryMode:
+        """How a request uses the segment memory: what it asked (tolk's `memory`), or what
+        its Cache-Control header says, whichever is stricter (any API): `no-store` is off,
+        `no-cache` translates anew (and remembers)."""
+        directives = {
+            d.strip().lower() for d in request.headers.get("cache-control", "").split(",")
+        }
+        header: MemoryMode = (
+            "off" if "no-store" in directives else "refresh" if "no-cache" in directives else "use"
+        )
+        order: tuple[MemoryMode, ...] = ("use", "refresh", "off")
+        return max(asked, header, key=order.index)
+
     def document(
         self,
         filename: str,
@@ -84,6 +98,7 @@ class Calls:
         target: Lang,
         glossary: GlossaryRequest | None = None,
         instructions: Instructions = NO_INSTRUCTIONS,
+        memory: MemoryMode = "use",
     ) -> Coroutine[Any, Any, TranslatedFile]:
         """A whole file as the drop-in APIs translate it: the pair's model, the background
         document deadline (server.document_timeout), the request's glossary and
@@ -98,6 +113,7 @@ class Calls:
                 source.tag if source else None,
                 glossary=glossary or GlossaryRequest(),
                 instructions=instructions,
+                memory=memory,
             ),
         )
 
@@ -146,6 +162,14 @@ class Calls:
         for source_tokens, output_tokens in result.lengths:
             metrics.source_tokens.labels(result.model, pair).observe(source_tokens)
             metrics.output_tokens.labels(result.model, pair).observe(output_tokens)
+        usage = result.usage
+        if usage.memory_lookups:
+            metrics.memory.labels(result.model, "hit").inc(usage.memory_segments)
+            metrics.memory.labels(result.model, "miss").inc(
+                usage.memory_lookups - usage.memory_segments
+            )
+        # The drop-in APIs' bodies have no place for it; tolk's own `usage` has it too.
+        headers["X-Tolk-Memory-Segments"] = str(usage.memory_segments)
         checks = result.checks
         for problem, segments in checks.found.items():
             metrics.output_problems.labels(result.model, problem).inc(segments)

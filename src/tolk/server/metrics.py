@@ -142,6 +142,14 @@ class ServiceMetrics:
             ["model", "result"],
             registry=r,
         )
+        self.memory = Counter(
+            "tolk_memory_segments",
+            "Segments looked up in the segment memory before the engine, by result: `hit` "
+            "(answered from memory, no engine work) or `miss` (translated, then remembered if "
+            "it passed its checks).",
+            ["model", "result"],
+            registry=r,
+        )
         self.flagged = Counter(
             "tolk_flagged_texts",
             "Texts returned with a warning (the `warnings` of tolk's API, X-Tolk-Warnings "

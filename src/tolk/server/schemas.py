@@ -99,6 +99,13 @@ class TranslateRequest(BaseModel):
         "XML-ish markup).",
     )
 
+    memory: Literal["use", "refresh", "off"] = Field(
+        "use",
+        description="The segment memory: 'use' (segments translated before, with the same "
+        "model, prompt and settings, come from it without engine work), 'refresh' "
+        "(translated anew, and remembered), 'off' (neither). A `Cache-Control: no-cache` or "
+        "`no-store` header does the same on every API.",
+    )
     alternatives: int = Field(
         0,
         ge=0,
@@ -154,6 +161,9 @@ class Usage(BaseModel):
     total_tokens: int
     characters: int = Field(description="Characters of source text translated.")
     segments: int = Field(description="Engine requests the texts were cut into (distinct ones).")
+    memory_segments: int = Field(
+        0, description="Of `segments`, those answered from the segment memory (no engine work)."
+    )
 
 
 class TextWarning(BaseModel):

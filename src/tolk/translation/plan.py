@@ -27,6 +27,8 @@ class Done:
     found: tuple[str, ...] = ()
     retried: bool = False
     alternatives: tuple[str, ...] = ()
+    from_memory: bool = False  # came from the segment memory (tolk.memory), not the engine
+    looked_up: bool = False  # was looked up in the memory (and missed)
 
 
 Via = Literal["whole", "plain", "runs", "original"]

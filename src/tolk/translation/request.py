@@ -5,11 +5,16 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Literal
 
 from tolk.translation.formats import Format
 from tolk.translation.html_format import DEFAULT_RULES, TagRules
 from tolk.translation.prompts import NO_INSTRUCTIONS, Instructions
 from tolk.translation.segment import SplitMode
+
+# The segment memory (tolk.memory): looked up and written ("use"), written only ("refresh":
+# translated anew, as HTTP's Cache-Control: no-cache), or neither ("off": no-store).
+MemoryMode = Literal["use", "refresh", "off"]
 
 
 @dataclass(frozen=True)
@@ -28,7 +33,8 @@ class TranslationRequest:
     "auto": detected; `deadline`: seconds, before the per-round allowance
     (tolk.translation.policy.work_deadline); `format` and `rules`: how texts are parsed (a
     file's format comes from the file); `alternatives`: how many other translations of each
-    text to return besides the one chosen (sampled outputs, tolk.translation.service)."""
+    text to return besides the one chosen (sampled outputs, tolk.translation.service);
+    `memory`: how the segment memory is used."""
 
     target_lang: str
     deadline: float
@@ -40,3 +46,4 @@ class TranslationRequest:
     instructions: Instructions = NO_INSTRUCTIONS
     rules: TagRules = DEFAULT_RULES
     alternatives: int = 0
+    memory: MemoryMode = "use"

@@ -33,6 +33,8 @@ class Usage:
     completion_tokens: int
     characters: int
     segments: int
+    memory_segments: int = 0  # of `segments`, those that came from the segment memory
+    memory_lookups: int = 0  # segments looked up in it (hits and misses)
 
 
 @dataclass(frozen=True)
@@ -79,6 +81,8 @@ def merge(
             completion_tokens=sum(p.usage.completion_tokens for p in parts),
             characters=sum(p.usage.characters for p in parts),
             segments=sum(p.usage.segments for p in parts),
+            memory_segments=sum(p.usage.memory_segments for p in parts),
+            memory_lookups=sum(p.usage.memory_lookups for p in parts),
         ),
         engine_seconds=max(p.engine_seconds for p in parts),
         lengths=[pair for p in parts for pair in p.lengths],

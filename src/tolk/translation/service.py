@@ -31,6 +31,7 @@ from tolk.errors import (
     UnknownGlossary,
 )
 from tolk.languages import Lang, lang, request_lang
+from tolk.memory import SegmentMemory, memory_key, model_revision
 from tolk.translation.checks import (
     LOOP_MIN_CHARS,
     OutputChecks,
@@ -60,7 +61,7 @@ from tolk.translation.prompts import (
     clean,
     keep_outer_whitespace,
 )
-from tolk.translation.request import GlossaryRequest, TranslationRequest
+from tolk.translation.request import GlossaryRequest, MemoryMode, TranslationRequest
 from tolk.translation.results import OnSegment, SegmentDone, Translation, Usage, merge
 from tolk.translation.segment import Segmented, SplitMode, segment
 
@@ -110,6 +111,7 @@ class Translator:
         limits: Limits,
         glossaries: Mapping[str, NamedGlossary] | None = None,
         find_glossary: Callable[[str], Sequence[NamedGlossary] | None] | None = None,
+        memory: SegmentMemory | None = None,
     ) -> None:
         self.pool = pool
         self.limits = limits
@@ -117,6 +119,8 @@ class Translator:
         # Glossaries made through an API (kept in the key store, which other servers may
         # share) found on a miss: each dictionary of one, a language pair apiece.
         self.find_glossary = find_glossary or (lambda glossary_id: None)
+        self.memory = memory
+        self._revisions: dict[str, str] = {}
         # Among the languages the models translate from.
         self.detector = Detector(pool.sources)
         # Output checks tell among every language served, targets too.
@@ -274,10 +278,11 @@ class Translator:
                         resolved,
                         told,
                         request.alternatives,
+                        request.memory,
                     )
                     pending = plan.restore(done)
         engine_seconds = time.monotonic() - started
-        generations = list(done.values())
+        generations = [g for g in done.values() if not g.from_memory]
         texts = plan.render(done)
         alternatives = plan.alternatives(done, request.alternatives)
         return Translation(
@@ -290,6 +295,8 @@ class Translator:
                 completion_tokens=sum(g.completion_tokens for g in generations),
                 characters=characters,
                 segments=len(done),
+                memory_segments=len(done) - len(generations),
+                memory_lookups=sum(g.looked_up or g.from_memory for g in done.values()),
             ),
             engine_seconds=engine_seconds,
             lengths=[(g.source_tokens, g.completion_tokens) for g in generations],
@@ -304,6 +311,26 @@ class Translator:
                 [g.found for g in generations],
                 [(not g.problems) if g.retried else None for g in generations],
             ),
+        )
+
+    def _memory_key(self, engine: ModelEngine, text: str, job: EngineJob) -> str:
+        """Everything that decides a segment's translation (tolk.memory): the model and its
+        revision, the segment, the exact prompt and budget, the decoding and checking."""
+        if engine.name not in self._revisions:
+            self._revisions[engine.name] = model_revision(engine.settings.path)
+        settings = engine.settings.model_dump(
+            mode="json",
+            include={"prompt_format", "placeholders", "sampling", "checks", "candidates"},
+        )
+        return memory_key(
+            {
+                "model": engine.name,
+                "revision": self._revisions[engine.name],
+                "segment": text,
+                "prompt": job.prompt_ids,
+                "max_tokens": job.max_tokens,
+                "settings": settings,
+            }
         )
 
     @staticmethod
@@ -343,6 +370,7 @@ class Translator:
         glossary: Glossary,
         instructions: Instructions,
         alternatives: int = 0,
+        memory_mode: MemoryMode = "use",
     ) -> dict[str, Done]:
         """Every segment through the engine, at most `slots` at a time; each one's prompt
         is built when its turn comes, so a long document does not hold the event loop.
@@ -354,7 +382,7 @@ class Translator:
         candidates = engine.settings.candidates
 
         async def attempt(
-            index: int, text: str, stop: bool, again: Verdict | None
+            index: int, text: str, stop: bool, again: Verdict | None, job: EngineJob | None = None
         ) -> list[Attempt]:
             """One try (the first, or the retry after `again`'s problems). A first try with
             `candidates.n` > 1 is the greedy output and n-1 sampled ones; a markup retry is
@@ -364,7 +392,8 @@ class Translator:
             told = instructions
             if again is not None and checks.retry_instruction:
                 told = firmer(engine, told, text, source, target, again)
-            job = self._job(engine, index, text, source, target, glossary.terms(text), told)
+            if job is None or again is not None:
+                job = self._job(engine, index, text, source, target, glossary.terms(text), told)
             sampling, n, regex = None, 1, None
             if again is not None:
                 sampling = checks.retry_sampling
@@ -405,13 +434,43 @@ class Translator:
             )
             return Attempt(output, verdict, generation, source_tokens)
 
+        def report(index: int, text: str, finished: Done) -> Done:
+            progress.done += 1
+            if on_segment is not None:
+                on_segment(
+                    SegmentDone(
+                        numbered_from + index,
+                        text,
+                        finished.text,
+                        progress.done,
+                        progress.planned,
+                        progress.in_flight,
+                    )
+                )
+            return finished
+
         async def one(index: int, text: str) -> Done:
+            key, job = None, None
+            memory = self.memory if memory_mode != "off" else None
+            if memory is not None:
+                # Looked up before waiting for an engine slot: a hit needs none.
+                await self.pacer.turn()
+                terms = glossary.terms(text)
+                job = self._job(engine, index, text, source, target, terms, instructions)
+                key = self._memory_key(engine, text, job)
+                if memory_mode == "use" and not alternatives:
+                    found = memory.cached(key)
+                    if found is None:
+                        found = await asyncio.to_thread(memory.lookup, key)
+                    if found is not None:
+                        hit = Done(found, 0, 0, job.source_tokens, from_memory=True)
+                        return report(index, text, hit)
             async with slots:
                 await self.pacer.turn()
                 # A loop is stopped where it shows, not run to the budget (a source that
                 # repeats itself may be translated so: its generations run to the end).
                 stop = checks.enabled and checks.stop_loops and loop_span(text) < LOOP_MIN_CHARS
-                tries = await attempt(index, text, stop, None)
+                tries = await attempt(index, text, stop, None, job)
                 # MBR among the greedy output and candidates.n-1 sampled ones; any further
                 # sampled outputs are only alternatives.
                 among = tries[: candidates.n]
@@ -425,29 +484,21 @@ class Translator:
                     best = min(again, key=lambda a: len(a.verdict.problems))
                     if len(best.verdict.problems) < len(first.verdict.problems):
                         chosen = best
-                progress.done += 1
-                finished = Done(
-                    text=chosen.output,
-                    prompt_tokens=sum(t.generation.prompt_tokens for t in tries),
-                    completion_tokens=sum(t.generation.completion_tokens for t in tries),
-                    source_tokens=first.source_tokens,
-                    problems=tuple(p for p in chosen.verdict.problems if p != "placeholders"),
-                    found=first.verdict.problems,
-                    retried=retried,
-                    alternatives=_alternatives(made, chosen.output, alternatives),
-                )
-                if on_segment is not None:
-                    on_segment(
-                        SegmentDone(
-                            numbered_from + index,
-                            text,
-                            finished.text,
-                            progress.done,
-                            progress.planned,
-                            progress.in_flight,
-                        )
-                    )
-                return finished
+            finished = Done(
+                text=chosen.output,
+                prompt_tokens=sum(t.generation.prompt_tokens for t in tries),
+                completion_tokens=sum(t.generation.completion_tokens for t in tries),
+                source_tokens=first.source_tokens,
+                problems=tuple(p for p in chosen.verdict.problems if p != "placeholders"),
+                found=first.verdict.problems,
+                retried=retried,
+                alternatives=_alternatives(made, chosen.output, alternatives),
+                looked_up=key is not None and memory_mode == "use" and not alternatives,
+            )
+            # Only a translation that passed every check is remembered.
+            if memory is not None and key is not None and not chosen.verdict.problems:
+                memory.put(key, finished.text)
+            return report(index, text, finished)
 
         done = await run_all([one(i, s) for i, s in enumerate(segments)])
         return dict(zip(segments, done, strict=True))

@@ -233,6 +233,7 @@ async def translate(request: Request, calls: CallsDep) -> Response:
                 glossary,
                 instructions,
                 rules,
+                memory=calls.memory_mode(request),
             ),
         ),
     )
@@ -448,13 +449,14 @@ async def upload_document(request: Request, calls: CallsDep) -> JSONResponse:
     # asks nothing), and a style rule (sent through the client's extra_body_parameters).
     glossary = _glossary(params, source)
     instructions = _told(calls, params, target)
+    memory = calls.memory_mode(request)
     calls.admit(caller, 0)
     data = await upload.read()
 
     async def work() -> Any:
         if source is not None and source.code == target.code:
             raise _same_language(source)
-        done = await calls.document(filename, data, source, target, glossary, instructions)
+        done = await calls.document(filename, data, source, target, glossary, instructions, memory)
         detected = done.translation.source
         if detected.code == target.code:  # as DeepL: the document ends in `error`, unbilled
             raise _same_language(detected)

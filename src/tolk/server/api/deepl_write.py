@@ -98,11 +98,15 @@ async def _rewrite(request: Request, calls: Calls, params: Params, aim: str) -> 
     for i, tag in enumerate(languages):
         groups.setdefault(tag, []).append(i)
 
+    memory = calls.memory_mode(request)
+
     async def work() -> list[tuple[Translation, list[int]]]:
         async def one(tag: str, indexes: list[int]) -> tuple[Translation, list[int]]:
             # Texts grouped by their detected language are that language: not detected again.
             source = None if target else tag
-            asked = TranslationRequest(tag, deadline, source, instructions=instructions)
+            asked = TranslationRequest(
+                tag, deadline, source, instructions=instructions, memory=memory
+            )
             return await calls.translator.translate([texts[i] for i in indexes], asked), indexes
 
         return list(await asyncio.gather(*(one(t, ix) for t, ix in groups.items())))

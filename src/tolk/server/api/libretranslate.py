@@ -141,6 +141,7 @@ async def translate(request: Request, calls: CallsDep) -> Response:
                     format="html" if fmt == "html" else "text",
                     glossary=GlossaryRequest(do_not_translate=placeables),
                     alternatives=alternatives,
+                    memory=calls.memory_mode(request),
                 ),
             )
         except UnsupportedLanguagePair as exc:
@@ -275,7 +276,7 @@ async def translate_file_route(request: Request, calls: CallsDep) -> Response:
         request,
         caller,
         0,
-        lambda: calls.document(filename, data, source, target),
+        lambda: calls.document(filename, data, source, target, memory=calls.memory_mode(request)),
         charged=lambda done: done.translation.usage.characters,
     )
     doc = documents_of(request).put(caller.owner, filename, result)

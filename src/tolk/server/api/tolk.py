@@ -41,7 +41,7 @@ from tolk.server.schemas import (
 from tolk.translation import Translation, Translator
 from tolk.translation.files import FILE_TYPES, file_type, translate_file
 from tolk.translation.prompts import Instructions
-from tolk.translation.request import GlossaryRequest, TranslationRequest
+from tolk.translation.request import GlossaryRequest, MemoryMode, TranslationRequest
 from tolk.translation.results import SegmentDone
 from tolk.translation.segment import SplitMode
 from tolk.wire.asgi import CLIENT_CLOSED
@@ -105,8 +105,12 @@ async def translate(
     characters = sum(len(t) for t in texts)
     if body.stream:
         return await _stream(body, texts, deadline, request, calls, caller)
+    memory = calls.memory_mode(request, body.memory)
     result = await calls.run(
-        request, caller, characters, lambda: _work(calls.translator, body, texts, deadline)
+        request,
+        caller,
+        characters,
+        lambda: _work(calls.translator, body, texts, deadline, memory),
     )
     calls.record(request, response.headers, result, len(texts))
     return _response(body, result)
@@ -117,6 +121,7 @@ def _work(
     body: TranslateRequest,
     texts: list[str],
     deadline: float,
+    memory: MemoryMode,
     on_segment: Callable[[SegmentDone], None] | None = None,
 ) -> Coroutine[Any, Any, Translation]:
     """The translation a /translate body asks for, not yet started."""
@@ -134,6 +139,7 @@ def _work(
         ),
         Instructions.of(body.formality, body.context, body.instructions or ()),
         alternatives=body.alternatives,
+        memory=memory,
     )
     return translator.translate(texts, request, on_segment)
 
@@ -167,6 +173,7 @@ def _response(body: TranslateRequest, result: Translation) -> TranslateResponse:
             completion_tokens=usage.completion_tokens,
             total_tokens=usage.prompt_tokens + usage.completion_tokens,
             segments=usage.segments,
+            memory_segments=usage.memory_segments,
             characters=usage.characters,
         ),
         warnings=[
@@ -198,7 +205,14 @@ async def _stream(
                 request,
                 caller,
                 characters,
-                lambda: _work(calls.translator, body, texts, deadline, on_segment),
+                lambda: _work(
+                    calls.translator,
+                    body,
+                    texts,
+                    deadline,
+                    calls.memory_mode(request, body.memory),
+                    on_segment,
+                ),
             )
         except TolkError as exc:
             events.put_nowait(("error", exc))
@@ -281,6 +295,7 @@ async def translate_file_route(
     split: Annotated[SplitMode, Form(description="As on /translate.")] = "sentences",
     glossary_id: Annotated[str | None, Form(description="As on /translate.")] = None,
     formality: Annotated[Formality, Form(description="As on /translate.")] = "default",
+    memory: Annotated[MemoryMode, Form(description="As on /translate.")] = "use",
     x_request_timeout: RequestTimeout = None,
 ) -> Response:
     filename = PurePath(file.filename or "").name
@@ -294,6 +309,7 @@ async def translate_file_route(
         split,
         glossary=GlossaryRequest(ids=[glossary_id] if glossary_id else []),
         instructions=Instructions.of(formality, None, ()),
+        memory=calls.memory_mode(request, memory),
     )
     result = await calls.run(
         request,

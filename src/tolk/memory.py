@@ -1,0 +1,225 @@
+"""The segment memory: a segment translated once is not sent to the engine again.
+
+Real traffic repeats itself (Weblate re-sends source strings for every language and check, a
+documentation site re-translates a page after a one-line edit, an app translates the same UI
+strings for every user); tolk de-duplicates inside one request, and this memory across
+requests, servers and restarts. A segment's translation is stored under a key made of
+everything that decides it (tolk.translation.service builds it): the model and its revision,
+the segment as sent (markup placeholders in it), the exact prompt the model saw (so the
+source and target, the glossary terms and instructions that reached it, the prompt format),
+the output budget, and the decoding and checking settings. Only translations that passed the
+output checks are stored, so a flagged output is never served again as good.
+
+The store is a SQL table behind SQLAlchemy Core, so one code path serves SQLite (embedded:
+in memory by default, or a file) and PostgreSQL (a fleet's shared store); the dialects differ
+only in their upsert, which SQLAlchemy spells alike for both. The server never touches the
+database on its event loop: lookups run in a thread behind an in-process LRU cache, new
+translations are kept in memory and written by `flush()` (run every FLUSH_SECONDS in a
+thread), in one transaction, which also records when entries were last used and drops the
+least recently used ones past `max_entries`.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import threading
+import time
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager, nullcontext
+from pathlib import Path
+from typing import Any
+
+import cachetools
+from sqlalchemy import (
+    Column,
+    Engine,
+    Float,
+    MetaData,
+    String,
+    Table,
+    Text,
+    create_engine,
+    delete,
+    func,
+    select,
+    update,
+)
+from sqlalchemy.dialects import postgresql, sqlite
+from sqlalchemy.pool import StaticPool
+
+FLUSH_SECONDS = 1.0
+PRUNE_SECONDS = 60.0
+CACHE_ENTRIES = 4096  # the LRU cache in front of the database, per server
+# Bumped when what a stored translation means changes (a prompt or cleaning change that the
+# key's parts do not show): older entries are then never matched.
+KEY_VERSION = 1
+
+_metadata = MetaData()
+_segments = Table(
+    "tolk_segment_memory",
+    _metadata,
+    Column("key", String(64), primary_key=True),
+    Column("translation", Text, nullable=False),
+    Column("created", Float, nullable=False),
+    Column("used", Float, nullable=False, index=True),
+)
+
+
+def memory_key(parts: Mapping[str, Any]) -> str:
+    """The SHA-256 of the parts (JSON, keys sorted) and KEY_VERSION."""
+    data = json.dumps([KEY_VERSION, parts], sort_keys=True, ensure_ascii=False, default=str)
+    return hashlib.sha256(data.encode()).hexdigest()
+
+
+def model_revision(path: str) -> str:
+    """What identifies a model's weights: for a local directory, its config.json and each
+    weight file's name, size and modification time (hashing gigabytes at every start would
+    take longer than the start); else the path (a hub id) as given."""
+    folder = Path(path)
+    if not folder.is_dir():
+        return path
+    parts: list[Any] = []
+    config = folder / "config.json"
+    if config.is_file():
+        parts.append(hashlib.sha256(config.read_bytes()).hexdigest())
+    for file in sorted(folder.iterdir()):
+        if file.suffix in (".safetensors", ".bin", ".gguf", ".pt"):
+            stat = file.stat()
+            parts.append([file.name, stat.st_size, stat.st_mtime_ns])
+    return memory_key({"model": parts})
+
+
+def database(url: str | None) -> Engine:
+    """An SQLAlchemy engine for `url` (None: an in-memory SQLite database of this process)."""
+    if url is None:
+        return create_engine(
+            "sqlite://", connect_args={"check_same_thread": False}, poolclass=StaticPool
+        )
+    engine = create_engine(url, pool_pre_ping=True)
+    if engine.dialect.name == "sqlite":
+        from sqlalchemy import event
+
+        @event.listens_for(engine, "connect")
+        def _wal(connection: Any, _: Any) -> None:
+            # Readers never wait for the writer; a commit is not an fsync (as the key store).
+            cursor = connection.cursor()
+            cursor.execute("PRAGMA journal_mode=WAL")
+            cursor.execute("PRAGMA synchronous=NORMAL")
+            cursor.execute("PRAGMA busy_timeout=5000")
+            cursor.close()
+
+    return engine
+
+
+class SegmentMemory:
+    def __init__(self, url: str | None, max_entries: int, cache_entries: int = CACHE_ENTRIES):
+        self.url = url
+        self.max_entries = max_entries
+        self._db = database(url)
+        # An in-memory database is one connection: its statements are taken one at a time.
+        self._db_lock = threading.Lock() if url is None else None
+        with self._guard():
+            _metadata.create_all(self._db)
+        self._cache: cachetools.LRUCache[str, str] = cachetools.LRUCache(cache_entries)
+        self._lock = threading.Lock()  # the cache and the pending writes, across threads
+        self._pending: dict[str, str] = {}
+        self._used: dict[str, float] = {}  # hits since the last flush: key -> when
+        self._pruned = -PRUNE_SECONDS
+
+    def close(self) -> None:
+        self._db.dispose()
+
+    @contextmanager
+    def _guard(self) -> Iterator[None]:
+        with self._db_lock or nullcontext():
+            yield
+
+    def cached(self, key: str) -> str | None:
+        """From this server's memory alone (no database): for the event loop."""
+        with self._lock:
+            found = self._pending.get(key) or self._cache.get(key)
+            if found is not None:
+                self._used[key] = time.time()
+            return found
+
+    def lookup(self, key: str) -> str | None:
+        """From this server's memory, else the database (blocking: run it in a thread)."""
+        found = self.cached(key)
+        if found is not None:
+            return found
+        with self._guard(), self._db.connect() as connection:
+            found = connection.execute(
+                select(_segments.c.translation).where(_segments.c.key == key)
+            ).scalar_one_or_none()
+        if found is not None:
+            with self._lock:
+                self._cache[key] = found
+                self._used[key] = time.time()
+        return found
+
+    def put(self, key: str, translation: str) -> None:
+        """Keep a translation; it is written at the next `flush()`."""
+        with self._lock:
+            self._pending[key] = translation
+            self._cache[key] = translation
+
+    def flush(self) -> int:
+        """Write what was put and when entries were used, in one transaction; drop the least
+        recently used entries past `max_entries`. Returns how many were written (blocking)."""
+        with self._lock:
+            pending, self._pending = self._pending, {}
+            used, self._used = self._used, {}
+        if not pending and not used:
+            return 0
+        now = time.time()
+        try:
+            with self._guard(), self._db.begin() as connection:
+                if pending:
+                    rows = [
+                        {"key": k, "translation": t, "created": now, "used": now}
+                        for k, t in pending.items()
+                    ]
+                    dialect = postgresql if self._db.dialect.name == "postgresql" else sqlite
+                    insert = dialect.insert(_segments)
+                    connection.execute(
+                        insert.on_conflict_do_update(
+                            index_elements=[_segments.c.key],
+                            set_={
+                                "translation": insert.excluded.translation,
+                                "used": insert.excluded.used,
+                            },
+                        ),
+                        rows,
+                    )
+                for key, when in used.items():
+                    connection.execute(
+                        update(_segments).where(_segments.c.key == key).values(used=when)
+                    )
+                self._prune(connection)
+        except BaseException:
+            with self._lock:  # kept for the next flush
+                self._pending = pending | self._pending
+                self._used = used | self._used
+            raise
+        return len(pending)
+
+    def _prune(self, connection: Any) -> None:
+        # Counting a big table is not free (PostgreSQL scans it): once a PRUNE_SECONDS.
+        if time.monotonic() - self._pruned < PRUNE_SECONDS:
+            return
+        self._pruned = time.monotonic()
+        count = connection.execute(select(func.count()).select_from(_segments)).scalar_one()
+        excess = count - self.max_entries
+        if excess > 0:
+            oldest = select(_segments.c.key).order_by(_segments.c.used.asc()).limit(excess)
+            connection.execute(delete(_segments).where(_segments.c.key.in_(oldest)))
+
+    def __len__(self) -> int:
+        """Entries in the database (blocking)."""
+        with self._guard(), self._db.connect() as connection:
+            stored = connection.execute(select(func.count()).select_from(_segments)).scalar_one()
+        return int(stored)
+
+
+__all__ = ["FLUSH_SECONDS", "SegmentMemory", "memory_key", "model_revision"]
