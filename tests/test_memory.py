@@ -5,6 +5,7 @@ is in its key; a flagged output is never remembered; requests can bypass it."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -12,7 +13,7 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.helpers import InProcessServer, metric_samples, model_config, server_config
+from tests.helpers import InProcessServer, metric_samples, model_config, run_tolk, server_config
 from tolk.local.processes import free_port
 from tolk.memory import SegmentMemory, memory_key, model_revision
 from tolk.testing.fake_engine import FakeLLM
@@ -209,3 +210,27 @@ def test_a_flagged_translation_is_never_remembered(test_model: Path) -> None:
             assert llm.requests > before
     finally:
         server.stop()
+
+
+def test_bench_memory_measures_an_edited_document_and_a_repeating_stream(
+    remembering: InProcessServer, tmp_path: Path
+) -> None:
+    result = run_tolk(
+        "bench", "memory", "--url", remembering.url, "--requests", "40", "--strings", "12",
+        "--concurrency", "4", "--targets", "de,fr", "--out", "m", cwd=tmp_path,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    data = json.loads((tmp_path / "m" / "memory.json").read_text())
+    document = data["document"]
+    assert (document["paragraphs"], document["edited"]) == (82, 8)
+    first, edit, same = document["passes"]
+    assert first["memory_segments"] == 0  # refreshed: all through the engine
+    assert 0 < edit["memory_segments"] < edit["segments"]
+    assert 0 < edit["tokens_ratio"] < 0.2  # only the edited paragraphs' segments
+    assert (same["tokens"], same["memory_segments"]) == (0, same["segments"])
+    off, cold, warm = data["stream"]["passes"]
+    assert (off["memory_segments"], warm["memory_segments"]) == (0, 40)
+    assert 40 - cold["memory_segments"] == data["stream"]["distinct"]
+    assert warm["tokens"] == 0 < cold["tokens"] < off["tokens"]
+    assert (tmp_path / "m" / "memory.png").stat().st_size > 0
+    assert "edited" in result.stdout

@@ -334,6 +334,36 @@ def documents_command(
     )
 
 
+@app.command("memory")
+def memory_command(
+    url: Annotated[str, typer.Option(help="The tolk server to measure (memory enabled).")],
+    requests: Annotated[int, typer.Option(help="Requests in the Weblate-like stream.")] = 300,
+    strings: Annotated[int, typer.Option(help="Distinct strings the stream draws from.")] = 60,
+    concurrency: Annotated[int, typer.Option(help="Stream requests at once.")] = 4,
+    targets: Annotated[
+        str, typer.Option(help="Target languages (from English); the article goes to the first.")
+    ] = "de,fr,es",
+    seed: SeedOption = 0,
+    out: OutOption = None,
+) -> None:
+    """The segment memory: an article re-translated after 10% of it was edited, and a
+    stream of repeated strings with the memory off, cold and warm (engine tokens, time)."""
+    from tolk.bench import memory as bench_memory
+
+    chosen = [t.strip() for t in targets.split(",") if t.strip()]
+    if requests < 1 or strings < 1 or concurrency < 1 or not chosen:
+        raise typer.BadParameter("--requests, --strings, --concurrency and --targets are needed")
+    measured(
+        "memory",
+        out,
+        lambda out_dir, progress: bench_memory.run_memory(
+            url.rstrip("/"), requests, strings, concurrency, seed, progress, chosen
+        ),
+        bench_memory.table,
+        bench_memory.write,
+    )
+
+
 @app.command("gpu-compare")
 def gpu_compare_command(
     run: Annotated[

@@ -258,7 +258,11 @@ class Translator:
         with engine.admit(segments) as window:
             started = time.monotonic()
             slots = asyncio.Semaphore(window)
-            seconds = work_deadline(request.deadline, self.limits.segment_seconds, segments, window)
+            # Each segment is 1 + its sampled outputs' sequences in the engine's batch.
+            sampled = max(engine.settings.candidates.n - 1, request.alternatives)
+            seconds = work_deadline(
+                request.deadline, self.limits.segment_seconds, segments * (1 + sampled), window
+            )
             async with deadline_of(seconds):
                 progress = _Progress(segments)
                 done: dict[str, Done] = {}
