@@ -15,7 +15,7 @@ import pytest
 
 from tests.helpers import InProcessServer, metric_samples, model_config, run_tolk, server_config
 from tolk.local.processes import free_port
-from tolk.memory import SegmentMemory, memory_key, model_revision
+from tolk.memory import Remembered, SegmentMemory, memory_key, model_revision
 from tolk.testing.fake_engine import FakeLLM
 
 # --- The store ------------------------------------------------------------------------------
@@ -26,8 +26,8 @@ def test_put_is_seen_at_once_and_kept_by_flush(tmp_path: Path) -> None:
     memory = SegmentMemory(url, max_entries=100)
     key = memory_key({"segment": "Hello."})
     assert memory.lookup(key) is None
-    memory.put(key, "Hallo.")
-    assert memory.cached(key) == "Hallo."  # before any write
+    memory.put(key, "Hallo.", ("loop",))
+    assert memory.cached(key) == Remembered("Hallo.", ("loop",))  # before any write
     assert len(memory) == 0
     assert memory.flush() == 1
     assert len(memory) == 1
@@ -35,8 +35,8 @@ def test_put_is_seen_at_once_and_kept_by_flush(tmp_path: Path) -> None:
     # Another server (or this one restarted) on the same file finds it in the database.
     again = SegmentMemory(url, max_entries=100)
     assert again.cached(key) is None
-    assert again.lookup(key) == "Hallo."
-    assert again.cached(key) == "Hallo."
+    assert again.lookup(key) == Remembered("Hallo.", ("loop",))
+    assert again.cached(key) == Remembered("Hallo.", ("loop",))
     again.close()
 
 
@@ -46,15 +46,15 @@ def test_the_least_recently_used_go_past_max_entries() -> None:
     memory.put(keys[0], "null")
     memory.put(keys[1], "eins")
     memory.flush()
-    assert memory.lookup(keys[0]) == "null"  # used: key 1 is now the least recent
+    assert memory.lookup(keys[0]) == Remembered("null")  # used: key 1 is the least recent
     memory.put(keys[2], "zwei")
     memory._pruned = float("-inf")  # prune at this flush (once a minute otherwise)
     memory.flush()
     assert len(memory) == 2
     memory.put(keys[0], "null")  # pushes key 1 out of the one-entry cache
     assert memory.lookup(keys[1]) is None
-    assert memory.lookup(keys[0]) == "null"
-    assert memory.lookup(keys[2]) == "zwei"
+    assert memory.lookup(keys[0]) == Remembered("null")
+    assert memory.lookup(keys[2]) == Remembered("zwei")
     memory.close()
 
 
@@ -190,9 +190,10 @@ def test_the_drop_in_apis_use_it_and_say_so(
     assert llm.requests == before + 1
 
 
-def test_a_flagged_translation_is_never_remembered(test_model: Path) -> None:
+def test_a_flagged_translation_comes_back_flagged(test_model: Path) -> None:
     """With output checks on, the stand-in's token salad is flagged (its outputs always run to
-    the budget): nothing of it is stored, each request goes to the engine again."""
+    the budget): remembered with its problems, it is served again with the same warnings,
+    never as good; `refresh` has it translated (and checked) anew."""
     config = server_config(
         [model_config("demo", test_model, languages=["en", "de"], checks={"enabled": True})],
         free_port(),
@@ -206,7 +207,12 @@ def test_a_flagged_translation_is_never_remembered(test_model: Path) -> None:
             assert first["warnings"]
             before = llm.requests
             again = _translate(c, "A flagged sentence.")
-            assert again["usage"]["memory_segments"] == 0
+            assert again["usage"]["memory_segments"] == 1
+            assert llm.requests == before
+            assert again["warnings"] == first["warnings"]
+            assert again["translation"] == first["translation"]
+            fresh = _translate(c, "A flagged sentence.", memory="refresh")
+            assert fresh["warnings"]
             assert llm.requests > before
     finally:
         server.stop()

@@ -7,8 +7,10 @@ requests, servers and restarts. A segment's translation is stored under a key ma
 everything that decides it (tolk.translation.service builds it): the model and its revision,
 the segment as sent (markup placeholders in it), the exact prompt the model saw (so the
 source and target, the glossary terms and instructions that reached it, the prompt format),
-the output budget, and the decoding and checking settings. Only translations that passed the
-output checks are stored, so a flagged output is never served again as good.
+the output budget, and the decoding and checking settings. A translation is stored with the
+problems the output checks found in it, and served with them again: a flagged output is
+never served as good (and not translated again for nothing: the same prompt and settings
+would make it again; a request can ask for a fresh one).
 
 The store is a SQL table behind SQLAlchemy Core, so one code path serves SQLite (embedded:
 in memory by default, or a file) and PostgreSQL (a fleet's shared store); the dialects differ
@@ -25,8 +27,9 @@ import hashlib
 import json
 import threading
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager, nullcontext
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -61,9 +64,16 @@ _segments = Table(
     _metadata,
     Column("key", String(64), primary_key=True),
     Column("translation", Text, nullable=False),
+    Column("problems", String(200), nullable=False, default=""),  # comma-separated codes
     Column("created", Float, nullable=False),
     Column("used", Float, nullable=False, index=True),
 )
+
+
+@dataclass(frozen=True)
+class Remembered:
+    translation: str
+    problems: tuple[str, ...] = ()  # what the output checks found in it
 
 
 def memory_key(parts: Mapping[str, Any]) -> str:
@@ -121,9 +131,9 @@ class SegmentMemory:
         self._db_lock = threading.Lock() if url is None else None
         with self._guard():
             _metadata.create_all(self._db)
-        self._cache: cachetools.LRUCache[str, str] = cachetools.LRUCache(cache_entries)
+        self._cache: cachetools.LRUCache[str, Remembered] = cachetools.LRUCache(cache_entries)
         self._lock = threading.Lock()  # the cache and the pending writes, across threads
-        self._pending: dict[str, str] = {}
+        self._pending: dict[str, Remembered] = {}
         self._used: dict[str, float] = {}  # hits since the last flush: key -> when
         self._pruned = -PRUNE_SECONDS
 
@@ -135,7 +145,7 @@ class SegmentMemory:
         with self._db_lock or nullcontext():
             yield
 
-    def cached(self, key: str) -> str | None:
+    def cached(self, key: str) -> Remembered | None:
         """From this server's memory alone (no database): for the event loop."""
         with self._lock:
             found = self._pending.get(key) or self._cache.get(key)
@@ -143,26 +153,29 @@ class SegmentMemory:
                 self._used[key] = time.time()
             return found
 
-    def lookup(self, key: str) -> str | None:
+    def lookup(self, key: str) -> Remembered | None:
         """From this server's memory, else the database (blocking: run it in a thread)."""
         found = self.cached(key)
         if found is not None:
             return found
         with self._guard(), self._db.connect() as connection:
-            found = connection.execute(
-                select(_segments.c.translation).where(_segments.c.key == key)
-            ).scalar_one_or_none()
-        if found is not None:
+            row = connection.execute(
+                select(_segments.c.translation, _segments.c.problems).where(_segments.c.key == key)
+            ).one_or_none()
+        if row is not None:
+            found = Remembered(row.translation, tuple(p for p in row.problems.split(",") if p))
             with self._lock:
                 self._cache[key] = found
                 self._used[key] = time.time()
         return found
 
-    def put(self, key: str, translation: str) -> None:
-        """Keep a translation; it is written at the next `flush()`."""
+    def put(self, key: str, translation: str, problems: Sequence[str] = ()) -> None:
+        """Keep a translation and what the checks found in it; written at the next
+        `flush()`."""
+        remembered = Remembered(translation, tuple(problems))
         with self._lock:
-            self._pending[key] = translation
-            self._cache[key] = translation
+            self._pending[key] = remembered
+            self._cache[key] = remembered
 
     def flush(self) -> int:
         """Write what was put and when entries were used, in one transaction; drop the least
@@ -177,8 +190,14 @@ class SegmentMemory:
             with self._guard(), self._db.begin() as connection:
                 if pending:
                     rows = [
-                        {"key": k, "translation": t, "created": now, "used": now}
-                        for k, t in pending.items()
+                        {
+                            "key": k,
+                            "translation": r.translation,
+                            "problems": ",".join(r.problems),
+                            "created": now,
+                            "used": now,
+                        }
+                        for k, r in pending.items()
                     ]
                     dialect = postgresql if self._db.dialect.name == "postgresql" else sqlite
                     insert = dialect.insert(_segments)
@@ -187,6 +206,7 @@ class SegmentMemory:
                             index_elements=[_segments.c.key],
                             set_={
                                 "translation": insert.excluded.translation,
+                                "problems": insert.excluded.problems,
                                 "used": insert.excluded.used,
                             },
                         ),
@@ -222,4 +242,4 @@ class SegmentMemory:
         return int(stored)
 
 
-__all__ = ["FLUSH_SECONDS", "SegmentMemory", "memory_key", "model_revision"]
+__all__ = ["FLUSH_SECONDS", "Remembered", "SegmentMemory", "memory_key", "model_revision"]

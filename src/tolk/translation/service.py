@@ -467,7 +467,16 @@ class Translator:
                     if found is None:
                         found = await asyncio.to_thread(memory.lookup, key)
                     if found is not None:
-                        hit = Done(found, 0, 0, job.source_tokens, from_memory=True)
+                        problems = found.problems
+                        hit = Done(
+                            found.translation,
+                            0,
+                            0,
+                            job.source_tokens,
+                            problems=tuple(p for p in problems if p != "placeholders"),
+                            found=problems,
+                            from_memory=True,
+                        )
                         return report(index, text, hit)
             async with slots:
                 await self.pacer.turn()
@@ -499,9 +508,9 @@ class Translator:
                 alternatives=_alternatives(made, chosen.output, alternatives),
                 looked_up=key is not None and memory_mode == "use" and not alternatives,
             )
-            # Only a translation that passed every check is remembered.
-            if memory is not None and key is not None and not chosen.verdict.problems:
-                memory.put(key, finished.text)
+            # Remembered with what the checks found in it: served again with its flags.
+            if memory is not None and key is not None:
+                memory.put(key, finished.text, chosen.verdict.problems)
             return report(index, text, finished)
 
         done = await run_all([one(i, s) for i, s in enumerate(segments)])
