@@ -142,3 +142,12 @@ async def edge(edge_server: InProcessServer) -> AsyncIterator[httpx.AsyncClient]
     """A client of the in-process server over stand-in engines."""
     async with http_client(edge_server.url) as c:
         yield c
+
+
+@pytest.fixture(scope="session")
+def postgres_url() -> Iterator[str]:
+    """A real PostgreSQL for the session (tests/postgres.py), started on first use."""
+    from tests.postgres import running_postgres
+
+    with running_postgres() as url:
+        yield url

@@ -6,6 +6,7 @@ is in its key; a flagged output is never remembered; requests can bypass it."""
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -21,8 +22,21 @@ from tolk.testing.fake_engine import FakeLLM
 # --- The store ------------------------------------------------------------------------------
 
 
-def test_put_is_seen_at_once_and_kept_by_flush(tmp_path: Path) -> None:
-    url = f"sqlite:///{tmp_path / 'memory.db'}"
+@pytest.fixture(params=["sqlite", "postgresql"])
+def store_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
+    """The same tests on a SQLite file and on a real PostgreSQL (emptied first)."""
+    if request.param == "sqlite":
+        yield f"sqlite:///{tmp_path / 'memory.db'}"
+        return
+    url = request.getfixturevalue("postgres_url")
+    emptied = SegmentMemory(url, max_entries=1)
+    emptied.clear()
+    emptied.close()
+    yield url
+
+
+def test_put_is_seen_at_once_and_kept_by_flush(store_url: str) -> None:
+    url = store_url
     memory = SegmentMemory(url, max_entries=100)
     key = memory_key({"segment": "Hello."})
     assert memory.lookup(key) is None
@@ -40,8 +54,8 @@ def test_put_is_seen_at_once_and_kept_by_flush(tmp_path: Path) -> None:
     again.close()
 
 
-def test_the_least_recently_used_go_past_max_entries() -> None:
-    memory = SegmentMemory(None, max_entries=2, cache_entries=1)
+def test_the_least_recently_used_go_past_max_entries(store_url: str) -> None:
+    memory = SegmentMemory(store_url, max_entries=2, cache_entries=1)
     keys = [memory_key({"segment": str(i)}) for i in range(3)]
     memory.put(keys[0], "null")
     memory.put(keys[1], "eins")
@@ -240,3 +254,37 @@ def test_bench_memory_measures_an_edited_document_and_a_repeating_stream(
     assert warm["tokens"] == 0 < cold["tokens"] < off["tokens"]
     assert (tmp_path / "m" / "memory.png").stat().st_size > 0
     assert "edited" in result.stdout
+
+
+def test_servers_sharing_a_postgresql_memory_answer_each_others_segments(
+    test_model: Path, postgres_url: str
+) -> None:
+    """Two servers (a fleet) on one PostgreSQL: what one translated, the other answers from
+    memory once it is written (FLUSH_SECONDS), without its engine."""
+    shared = SegmentMemory(postgres_url, max_entries=1000)
+    shared.clear()
+    servers = []
+    for _ in range(2):
+        config = server_config(
+            [model_config("demo", test_model, languages=["en", "de"])], free_port()
+        )
+        config["memory"] = {"url": postgres_url}
+        servers.append(InProcessServer(config))
+    try:
+        a, b = servers
+        with httpx.Client(base_url=a.url, timeout=60) as ca:
+            first = _translate(ca, "Written by one server, read by the other.")
+        deadline = time.monotonic() + 30
+        while len(shared) == 0:  # until server a's flush has written it
+            assert time.monotonic() < deadline, "server a never wrote its translation"
+            time.sleep(0.05)
+        before = _llm(b).requests
+        with httpx.Client(base_url=b.url, timeout=60) as cb:
+            again = _translate(cb, "Written by one server, read by the other.")
+        assert again["usage"]["memory_segments"] == 1
+        assert again["translation"] == first["translation"]
+        assert _llm(b).requests == before
+    finally:
+        for server in servers:
+            server.stop()
+        shared.close()

@@ -235,6 +235,15 @@ class SegmentMemory:
             oldest = select(_segments.c.key).order_by(_segments.c.used.asc()).limit(excess)
             connection.execute(delete(_segments).where(_segments.c.key.in_(oldest)))
 
+    def clear(self) -> None:
+        """Forget everything, here and in the database (blocking)."""
+        with self._lock:
+            self._pending.clear()
+            self._used.clear()
+            self._cache.clear()
+        with self._guard(), self._db.begin() as connection:
+            connection.execute(delete(_segments))
+
     def __len__(self) -> int:
         """Entries in the database (blocking)."""
         with self._guard(), self._db.connect() as connection:
