@@ -250,7 +250,9 @@ def test_bench_memory_measures_an_edited_document_and_a_repeating_stream(
     assert (same["tokens"], same["memory_segments"]) == (0, same["segments"])
     off, cold, warm = data["stream"]["passes"]
     assert (off["memory_segments"], warm["memory_segments"]) == (0, 40)
-    assert 40 - cold["memory_segments"] == data["stream"]["distinct"]
+    # Cold: each first occurrence through the engine (a repeat sent while its first is still
+    # in flight is one more miss, as into an empty memory).
+    assert 40 - cold["memory_segments"] >= data["stream"]["distinct"]
     assert warm["tokens"] == 0 < cold["tokens"] < off["tokens"]
     assert (tmp_path / "m" / "memory.png").stat().st_size > 0
     assert "edited" in result.stdout

@@ -359,6 +359,17 @@ def valid_rate(value: str | None) -> str | None:
     return value
 
 
+class StoreSettings(_Strict):
+    """Where a fleet keeps what its servers share (tolk.store)."""
+
+    url: str | None = Field(
+        None,
+        description="SQLAlchemy URL of one database for keys, usage, API-made glossaries and "
+        "style rules, and the segment memory: postgresql+psycopg://user@host/db for servers "
+        "that share them. Instead of access.db.",
+    )
+
+
 class MemorySettings(_Strict):
     """The segment memory (tolk.memory): translated segments are not sent to the engine
     again, across requests, restarts and (with a shared database) servers."""
@@ -367,8 +378,8 @@ class MemorySettings(_Strict):
     url: str | None = Field(
         None,
         description="SQLAlchemy URL of its database: sqlite:///path/memory.db (one server), "
-        "postgresql+psycopg://user@host/db (a fleet shares it); none: in this process's "
-        "memory only.",
+        "postgresql+psycopg://user@host/db (a fleet shares it); none: store.url's "
+        "database, else this process's memory only.",
     )
     max_entries: int = Field(
         1_000_000, ge=1, description="Segments kept; the least recently used go first."
@@ -387,6 +398,7 @@ class TolkConfig(_Strict):
     access: AccessSettings = AccessSettings()
     deepl: DeeplSettings = DeeplSettings()
     memory: MemorySettings = MemorySettings()
+    store: StoreSettings = StoreSettings()
     models: tuple[ModelSettings, ...] = Field(min_length=1)
     glossaries: dict[str, GlossarySettings] = Field(
         default_factory=dict, description="Named glossaries, by the id requests give."
@@ -400,6 +412,15 @@ class TolkConfig(_Strict):
         if dupes:
             raise ValueError(f"model names must be unique; repeated: {', '.join(dupes)}")
         return value
+
+    @model_validator(mode="after")
+    def _one_key_store(self) -> TolkConfig:
+        if self.store.url and self.access.db:
+            raise ValueError(
+                "give the key store once: access.db (a SQLite file) or store.url (a database "
+                "URL), not both"
+            )
+        return self
 
 
 def describe_validation_error(exc: ValidationError, source: str) -> str:

@@ -1,15 +1,17 @@
-"""API keys, their usage, and glossaries made through the DeepL API: one small SQLite file.
+"""API keys, their usage, and glossaries and style rules made through the DeepL API: the key
+store, in a SQLite file for one server or PostgreSQL for a fleet (tolk.store: one code path).
 
-A server never touches the file on its event loop: keys, usage counts and glossaries are
-read from memory, usage is added in memory, and `sync()` (run every SYNC_SECONDS in a
-thread by the server) writes the new usage in one transaction and reads back keys, counts
-and glossaries, so `tolk keys add/revoke` and other servers sharing the file are seen within
-that time. (Measured: a WAL checkpoint's fsync inside a request stalled the event loop for
-2 s on this machine's disk.) Keys are stored as SHA-256 hashes: the key itself is shown
-once, by `tolk keys add`, and never logged.
+A server never touches the database on its event loop: keys, usage counts, glossaries and
+style rules are read from memory, usage is added in memory, and `sync()` (run every
+SYNC_SECONDS in a thread by the server) writes the new usage in one transaction and reads
+everything back when the store's version (a counter every write bumps) moved, so `tolk keys
+add/revoke` and other servers sharing the store are seen within that time. (Measured: a WAL
+checkpoint's fsync inside a request stalled the event loop for 2 s on this machine's disk.)
+Keys are stored as SHA-256 hashes: the key itself is shown once, by `tolk keys add`, and
+never logged.
 
-Usage is counted per key and period (a UTC calendar month or day), so the servers of one
-host that share the file share the counts; `/v2/usage` reports them.
+Usage is counted per key and period (a UTC calendar month or day), so the servers that share
+the store share the counts; `/v2/usage` reports them.
 """
 
 from __future__ import annotations
@@ -19,7 +21,6 @@ import datetime as dt
 import hashlib
 import json
 import secrets
-import sqlite3
 import threading
 import time
 import uuid
@@ -29,44 +30,79 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
+from sqlalchemy import (
+    BigInteger,
+    Column,
+    Connection,
+    Float,
+    Integer,
+    MetaData,
+    Table,
+    Text,
+    delete,
+    insert,
+    inspect,
+    or_,
+    select,
+    text,
+    update,
+)
+from sqlalchemy.exc import IntegrityError
+
+from tolk.store import Database, url_of
+
 Period = Literal["month", "day"]
 SYNC_SECONDS = 1.0
 
-_SCHEMA = """
-CREATE TABLE IF NOT EXISTS keys (
-    id TEXT PRIMARY KEY,
-    name TEXT NOT NULL UNIQUE,
-    hash TEXT NOT NULL UNIQUE,
-    character_limit INTEGER,
-    period TEXT NOT NULL DEFAULT 'month',
-    rate TEXT,
-    created REAL NOT NULL,
-    revoked REAL
-);
-CREATE TABLE IF NOT EXISTS usage (
-    key_id TEXT NOT NULL,
-    period_start TEXT NOT NULL,
-    characters INTEGER NOT NULL DEFAULT 0,
-    requests INTEGER NOT NULL DEFAULT 0,
-    PRIMARY KEY (key_id, period_start)
-);
-CREATE TABLE IF NOT EXISTS glossaries (
-    id TEXT PRIMARY KEY,
-    owner TEXT NOT NULL,
-    name TEXT NOT NULL,
-    source_lang TEXT NOT NULL,
-    target_lang TEXT NOT NULL,
-    entries TEXT NOT NULL,
-    created REAL NOT NULL,
-    dictionaries TEXT
-);
-CREATE TABLE IF NOT EXISTS style_rules (
-    id TEXT PRIMARY KEY,
-    owner TEXT NOT NULL,
-    rule TEXT NOT NULL,
-    created REAL NOT NULL
-);
-"""
+_metadata = MetaData()
+_keys = Table(
+    "keys",
+    _metadata,
+    Column("id", Text, primary_key=True),
+    Column("name", Text, nullable=False, unique=True),
+    Column("hash", Text, nullable=False, unique=True),
+    Column("character_limit", Integer),
+    Column("period", Text, nullable=False, server_default="month"),
+    Column("rate", Text),
+    Column("created", Float, nullable=False),
+    Column("revoked", Float),
+)
+_usage = Table(
+    "usage",
+    _metadata,
+    Column("key_id", Text, primary_key=True),
+    Column("period_start", Text, primary_key=True),
+    Column("characters", BigInteger, nullable=False, server_default="0"),
+    Column("requests", BigInteger, nullable=False, server_default="0"),
+)
+_glossaries = Table(
+    "glossaries",
+    _metadata,
+    Column("id", Text, primary_key=True),
+    Column("owner", Text, nullable=False),
+    Column("name", Text, nullable=False),
+    Column("source_lang", Text, nullable=False),
+    Column("target_lang", Text, nullable=False),
+    Column("entries", Text, nullable=False),
+    Column("created", Float, nullable=False),
+    Column("dictionaries", Text),
+)
+_style_rules = Table(
+    "style_rules",
+    _metadata,
+    Column("id", Text, primary_key=True),
+    Column("owner", Text, nullable=False),
+    Column("rule", Text, nullable=False),
+    Column("created", Float, nullable=False),
+)
+# One row: bumped by every write, so that a server re-reads keys, usage, glossaries and rules
+# only when some server (or `tolk keys`) changed them.
+_version = Table(
+    "tolk_store_version",
+    _metadata,
+    Column("id", Integer, primary_key=True),
+    Column("version", BigInteger, nullable=False),
+)
 
 
 @dataclass(frozen=True)
@@ -184,27 +220,19 @@ def period_start(period: Period, now: float | None = None) -> str:
 
 
 class KeyStore:
-    """The SQLite file (or an in-memory database, for a server with no `access.db`)."""
+    """The store's database: a SQLite file (a path), any SQLAlchemy URL (PostgreSQL for a
+    fleet), or an in-memory database (None: for a server with no `access.db`)."""
 
-    def __init__(self, path: Path | None) -> None:
-        self.path = path
-        if path is not None:
-            path.parent.mkdir(parents=True, exist_ok=True)
-        # One connection, used from the event loop thread and from `tolk keys`; sqlite3
-        # objects refuse other threads unless told, and the lock keeps statements whole.
-        self._db = sqlite3.connect(
-            str(path) if path else ":memory:", check_same_thread=False, isolation_level=None
-        )
-        self._lock = threading.Lock()
-        with self._lock:
-            if path is not None:
-                self._db.execute("PRAGMA journal_mode=WAL")
-                self._db.execute("PRAGMA synchronous=NORMAL")
-            self._db.execute("PRAGMA busy_timeout=2000")
-            self._db.executescript(_SCHEMA)
-            columns = {row[1] for row in self._db.execute("PRAGMA table_info(glossaries)")}
+    def __init__(self, location: Path | str | None) -> None:
+        self.url = url_of(location)
+        self._db = Database(self.url)
+        with self._db.begin() as connection:
+            _metadata.create_all(connection)
+            columns = {c["name"] for c in inspect(connection).get_columns("glossaries")}
             if "dictionaries" not in columns:  # a file from before DeepL v3's glossaries
-                self._db.execute("ALTER TABLE glossaries ADD COLUMN dictionaries TEXT")
+                connection.execute(text("ALTER TABLE glossaries ADD COLUMN dictionaries TEXT"))
+            if connection.execute(select(_version.c.version)).first() is None:
+                connection.execute(insert(_version).values(id=1, version=0))
         self._by_hash: dict[str, Key] = {}
         self._used: dict[tuple[str, str], int] = {}  # (key id, period start) -> characters
         self._pending: dict[tuple[str, str], tuple[int, int]] = {}  # -> (characters, requests)
@@ -212,22 +240,18 @@ class KeyStore:
         self._pending_lock = threading.Lock()
         self._glossaries: dict[str, StoredGlossary] = {}
         self._style_rules: dict[str, StyleRule] = {}
-        self._version = -1  # the file's PRAGMA data_version at the last read
+        self._version = -1  # the store's version at the last read
         self.sync(force=True)
 
     def close(self) -> None:
         self._db.close()
 
     @contextmanager
-    def _tx(self) -> Iterator[sqlite3.Connection]:
-        with self._lock:
-            self._db.execute("BEGIN IMMEDIATE")
-            try:
-                yield self._db
-            except BaseException:
-                self._db.execute("ROLLBACK")
-                raise
-            self._db.execute("COMMIT")
+    def _tx(self) -> Iterator[Connection]:
+        """A write: one transaction, which bumps the store's version."""
+        with self._db.begin() as connection:
+            yield connection
+            connection.execute(update(_version).values(version=_version.c.version + 1))
 
     # -- keys --------------------------------------------------------------------------------
 
@@ -241,14 +265,11 @@ class KeyStore:
         """A new key; returns it and its secret (shown once)."""
         secret = f"tolk-{secrets.token_urlsafe(24)}"
         key = Key(uuid.uuid4().hex[:12], name, character_limit, period, rate, time.time())
+        row = dataclasses.asdict(key) | {"hash": hash_key(secret)}
         try:
             with self._tx() as db:
-                db.execute(
-                    "INSERT INTO keys (id, name, hash, character_limit, period, rate, created) "
-                    "VALUES (?, ?, ?, ?, ?, ?, ?)",
-                    (key.id, name, hash_key(secret), character_limit, period, rate, key.created),
-                )
-        except sqlite3.IntegrityError as exc:
+                db.execute(insert(_keys).values(row))
+        except IntegrityError as exc:
             raise ValueError(f"a key named '{name}' already exists") from exc
         self.sync(force=True)
         return key, secret
@@ -256,8 +277,9 @@ class KeyStore:
     def revoke(self, name: str) -> Key:
         with self._tx() as db:
             updated = db.execute(
-                "UPDATE keys SET revoked = ? WHERE (name = ? OR id = ?) AND revoked IS NULL",
-                (time.time(), name, name),
+                update(_keys)
+                .where(or_(_keys.c.name == name, _keys.c.id == name), _keys.c.revoked.is_(None))
+                .values(revoked=time.time())
             ).rowcount
         if not updated:
             raise KeyError(f"no active key named '{name}'")
@@ -265,11 +287,9 @@ class KeyStore:
         return next(k for k in self.all_keys(include_revoked=True) if name in (k.name, k.id))
 
     def all_keys(self, include_revoked: bool = False) -> list[Key]:
-        with self._lock:
-            rows = self._db.execute(
-                "SELECT id, name, character_limit, period, rate, created, revoked FROM keys "
-                "ORDER BY created"
-            ).fetchall()
+        columns = [_keys.c[f.name] for f in dataclasses.fields(Key)]
+        with self._db.connect() as db:
+            rows = db.execute(select(*columns).order_by(_keys.c.created)).all()
         keys = [Key(*row) for row in rows]
         return keys if include_revoked else [k for k in keys if k.revoked is None]
 
@@ -284,7 +304,7 @@ class KeyStore:
     # -- usage -------------------------------------------------------------------------------
 
     def used(self, key: Key) -> int:
-        """Characters used this period: the file's count at the last sync, plus this
+        """Characters used this period: the store's count at the last sync, plus this
         process's since."""
         slot = (key.id, period_start(key.period))
         unsynced = self._pending.get(slot, (0, 0))[0] + self._flushing.get(slot, (0, 0))[0]
@@ -297,12 +317,11 @@ class KeyStore:
             self._pending[slot] = (chars + characters, requests + 1)
 
     def sync(self, *, force: bool = False) -> None:
-        """Write this process's new usage; read keys, usage and glossaries back if this
-        process wrote or another one changed the file since the last read (or `force`: after
-        this connection's own key changes, which data_version does not count). Blocking:
-        servers run it in a thread."""
+        """Write this process's new usage; read keys, usage, glossaries and style rules back
+        if the store's version moved since the last read (any server's or `tolk keys`'
+        write), or `force`. Blocking: servers run it in a thread."""
         with self._pending_lock:
-            # Still counted by used() (as _flushing) until the file's counts are read back.
+            # Still counted by used() (as _flushing) until the store's counts are read back.
             pending, self._pending = self._pending, {}
             self._flushing = pending
         try:
@@ -315,38 +334,54 @@ class KeyStore:
                     self._pending[slot] = (chars + c, requests + r)
                 self._flushing = {}
             raise
-        with self._lock:
-            version = self._db.execute("PRAGMA data_version").fetchone()[0]
-        if force or pending or version != self._version:
+        with self._db.connect() as db:
+            version = db.execute(select(_version.c.version)).scalar_one()
+        if force or version != self._version:
             self._read()
             self._version = version
         self._flushing = {}
 
     def _write_usage(self, pending: Mapping[tuple[str, str], tuple[int, int]]) -> None:
+        rows = [
+            {"key_id": k, "period_start": p, "characters": c, "requests": r}
+            for (k, p), (c, r) in pending.items()
+        ]
         with self._tx() as db:
-            db.executemany(
-                "INSERT INTO usage (key_id, period_start, characters, requests) "
-                "VALUES (?, ?, ?, ?) ON CONFLICT (key_id, period_start) DO UPDATE SET "
-                "characters = characters + excluded.characters, "
-                "requests = requests + excluded.requests",
-                [(k, p, c, r) for (k, p), (c, r) in pending.items()],
+            self._db.upsert(
+                db,
+                _usage,
+                rows,
+                ["key_id", "period_start"],
+                lambda new: {
+                    "characters": _usage.c.characters + new.characters,
+                    "requests": _usage.c.requests + new.requests,
+                },
             )
 
     def _read(self) -> None:
-        with self._lock:
-            keys = self._db.execute(
-                "SELECT hash, id, name, character_limit, period, rate, created, revoked "
-                "FROM keys WHERE revoked IS NULL"
-            ).fetchall()
-            usage = self._db.execute(
-                "SELECT key_id, period_start, characters FROM usage WHERE period_start >= ?",
-                (period_start("month"),),
-            ).fetchall()
-            glossaries = self._db.execute(
-                "SELECT id, owner, name, source_lang, target_lang, entries, created, dictionaries "
-                "FROM glossaries"
-            ).fetchall()
-            rules = self._db.execute("SELECT id, owner, created, rule FROM style_rules").fetchall()
+        key_columns = [_keys.c[f.name] for f in dataclasses.fields(Key)]
+        with self._db.connect() as db:
+            keys = db.execute(
+                select(_keys.c.hash, *key_columns).where(_keys.c.revoked.is_(None))
+            ).all()
+            usage = db.execute(
+                select(_usage.c.key_id, _usage.c.period_start, _usage.c.characters).where(
+                    _usage.c.period_start >= period_start("month")
+                )
+            ).all()
+            glossaries = db.execute(
+                select(
+                    _glossaries.c.id, _glossaries.c.owner, _glossaries.c.name,
+                    _glossaries.c.source_lang, _glossaries.c.target_lang, _glossaries.c.entries,
+                    _glossaries.c.created, _glossaries.c.dictionaries,
+                )
+            ).all()  # fmt: skip
+            rules = db.execute(
+                select(
+                    _style_rules.c.id, _style_rules.c.owner, _style_rules.c.created,
+                    _style_rules.c.rule,
+                )
+            ).all()  # fmt: skip
         self._by_hash = {row[0]: Key(*row[1:]) for row in keys}
         self._used = {(k, p): c for k, p, c in usage}
         self._glossaries = {row[0]: _glossary_of_row(row) for row in glossaries}
@@ -358,13 +393,15 @@ class KeyStore:
         self, owner: str, name: str, dictionaries: Sequence[GlossaryDictionary]
     ) -> StoredGlossary:
         glossary = StoredGlossary(str(uuid.uuid4()), owner, name, tuple(dictionaries), time.time())
-        columns = _glossary_columns(glossary)
+        name, source, target, entries, stored = _glossary_columns(glossary)
         with self._tx() as db:
             db.execute(
-                "INSERT INTO glossaries (id, owner, name, source_lang, target_lang, entries, "
-                "dictionaries, created) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-                (glossary.id, owner, *columns, glossary.created),
-            )
+                insert(_glossaries).values(
+                    id=glossary.id, owner=owner, name=name, source_lang=source,
+                    target_lang=target, entries=entries, dictionaries=stored,
+                    created=glossary.created,
+                )
+            )  # fmt: skip
         self._glossaries[glossary.id] = glossary
         return glossary
 
@@ -373,10 +410,13 @@ class KeyStore:
         name, source, target, entries, dictionaries = _glossary_columns(glossary)
         with self._tx() as db:
             db.execute(
-                "UPDATE glossaries SET name = ?, source_lang = ?, target_lang = ?, entries = ?, "
-                "dictionaries = ? WHERE id = ? AND owner = ?",
-                (name, source, target, entries, dictionaries, glossary.id, glossary.owner),
-            )
+                update(_glossaries)
+                .where(_glossaries.c.id == glossary.id, _glossaries.c.owner == glossary.owner)
+                .values(
+                    name=name, source_lang=source, target_lang=target, entries=entries,
+                    dictionaries=dictionaries,
+                )
+            )  # fmt: skip
         self._glossaries[glossary.id] = glossary
 
     def glossaries(self, owner: str | None = None) -> list[StoredGlossary]:
@@ -390,14 +430,14 @@ class KeyStore:
         return self._glossaries.get(glossary_id)
 
     def delete_glossary(self, owner: str, glossary_id: str) -> bool:
-        return self._delete("glossaries", self._glossaries, owner, glossary_id)
+        return self._delete(_glossaries, self._glossaries, owner, glossary_id)
 
-    def _delete(self, table: str, held: dict[str, Any], owner: str, item_id: str) -> bool:
-        """Delete the owner's row `item_id` from `table` (a name of this module's schema)
-        and from its cache `held`; whether there was one."""
+    def _delete(self, table: Table, held: dict[str, Any], owner: str, item_id: str) -> bool:
+        """Delete the owner's row `item_id` from `table` and from its cache `held`; whether
+        there was one."""
         with self._tx() as db:
             deleted = db.execute(
-                f"DELETE FROM {table} WHERE id = ? AND owner = ?", (item_id, owner)
+                delete(table).where(table.c.id == item_id, table.c.owner == owner)
             ).rowcount
         if deleted:
             held.pop(item_id, None)
@@ -408,11 +448,15 @@ class KeyStore:
     def put_style_rule(self, rule: StyleRule) -> None:
         """Store a new or changed style rule (under its id and owner)."""
         body = json.dumps(rule.to_json(), ensure_ascii=False)
+        row = {"id": rule.id, "owner": rule.owner, "rule": body, "created": rule.created}
         with self._tx() as db:
-            db.execute(
-                "INSERT INTO style_rules (id, owner, rule, created) VALUES (?, ?, ?, ?) "
-                "ON CONFLICT (id) DO UPDATE SET rule = excluded.rule WHERE owner = excluded.owner",
-                (rule.id, rule.owner, body, rule.created),
+            self._db.upsert(
+                db,
+                _style_rules,
+                [row],
+                ["id"],
+                lambda new: {"rule": new.rule},
+                where=lambda new: _style_rules.c.owner == new.owner,
             )
         self._style_rules[rule.id] = rule
 
@@ -425,7 +469,7 @@ class KeyStore:
         return self._style_rules.get(rule_id)
 
     def delete_style_rule(self, owner: str, rule_id: str) -> bool:
-        return self._delete("style_rules", self._style_rules, owner, rule_id)
+        return self._delete(_style_rules, self._style_rules, owner, rule_id)
 
 
 def _glossary_columns(glossary: StoredGlossary) -> tuple[str, str, str, str, str]:

@@ -1,6 +1,7 @@
 """`tolk keys add/list/revoke`: API keys in the server's key store (tolk.keys).
 
-The store is the configuration's `access.db` (`--config`) or a file given with `--db`.
+The store is the configuration's `store.url` or `access.db` (`--config`), or a SQLite file or
+database URL given with `--db`.
 Servers using it see a change within a few seconds, without a restart."""
 
 from __future__ import annotations
@@ -20,28 +21,33 @@ from tolk.keys import Key, KeyStore, Period
 
 app = typer.Typer(help="API keys: each with a character quota per period and a request rate.")
 DbOption = Annotated[
-    Path | None, typer.Option("--db", help="The key store file (SQLite); else --config's.")
+    str | None,
+    typer.Option("--db", help="The key store: a SQLite file or a database URL; else --config's."),
 ]
 ConfigOption = Annotated[
-    Path | None, typer.Option("--config", "-c", help="A server configuration with access.db.")
+    Path | None,
+    typer.Option("--config", "-c", help="A server configuration with store.url or access.db."),
 ]
 
 
-def _store(db: Path | None, config: Path | None) -> KeyStore:
-    if db is None and config is not None:
+def _store(db: str | None, config: Path | None) -> KeyStore:
+    location: Path | str | None = db if db is None or "://" in db else Path(db)
+    if location is None and config is not None:
         try:
-            db = load_config(config).access.db
+            loaded = load_config(config)
+            location = loaded.store.url or loaded.access.db
         except ConfigError as exc:
             typer.secho(str(exc), fg=typer.colors.RED, err=True)
             raise typer.Exit(2) from exc
-    if db is None:
+    if location is None:
         typer.secho(
-            "name the key store: --db FILE, or --config FILE whose access.db is set",
+            "name the key store: --db FILE|URL, or --config FILE whose store.url or access.db "
+            "is set",
             fg=typer.colors.RED,
             err=True,
         )
         raise typer.Exit(2)
-    return KeyStore(db)
+    return KeyStore(location)
 
 
 def _when(timestamp: float | None) -> str:

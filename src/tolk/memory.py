@@ -12,9 +12,8 @@ problems the output checks found in it, and served with them again: a flagged ou
 never served as good (and not translated again for nothing: the same prompt and settings
 would make it again; a request can ask for a fresh one).
 
-The store is a SQL table behind SQLAlchemy Core, so one code path serves SQLite (embedded:
-in memory by default, or a file) and PostgreSQL (a fleet's shared store); the dialects differ
-only in their upsert, which SQLAlchemy spells alike for both. The server never touches the
+The store is a SQL table (tolk.store: SQLite in memory by default, or a file; PostgreSQL for
+a fleet's shared store). The server never touches the
 database on its event loop: lookups run in a thread behind an in-process LRU cache, new
 translations are kept in memory and written by `flush()` (run every FLUSH_SECONDS in a
 thread), in one transaction, which also records when entries were last used and drops the
@@ -27,8 +26,7 @@ import hashlib
 import json
 import threading
 import time
-from collections.abc import Iterator, Mapping, Sequence
-from contextlib import contextmanager, nullcontext
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -36,20 +34,18 @@ from typing import Any
 import cachetools
 from sqlalchemy import (
     Column,
-    Engine,
     Float,
     MetaData,
     String,
     Table,
     Text,
-    create_engine,
     delete,
     func,
     select,
     update,
 )
-from sqlalchemy.dialects import postgresql, sqlite
-from sqlalchemy.pool import StaticPool
+
+from tolk.store import Database
 
 FLUSH_SECONDS = 1.0
 PRUNE_SECONDS = 60.0
@@ -100,37 +96,13 @@ def model_revision(path: str) -> str:
     return memory_key({"model": parts})
 
 
-def database(url: str | None) -> Engine:
-    """An SQLAlchemy engine for `url` (None: an in-memory SQLite database of this process)."""
-    if url is None:
-        return create_engine(
-            "sqlite://", connect_args={"check_same_thread": False}, poolclass=StaticPool
-        )
-    engine = create_engine(url, pool_pre_ping=True)
-    if engine.dialect.name == "sqlite":
-        from sqlalchemy import event
-
-        @event.listens_for(engine, "connect")
-        def _wal(connection: Any, _: Any) -> None:
-            # Readers never wait for the writer; a commit is not an fsync (as the key store).
-            cursor = connection.cursor()
-            cursor.execute("PRAGMA journal_mode=WAL")
-            cursor.execute("PRAGMA synchronous=NORMAL")
-            cursor.execute("PRAGMA busy_timeout=5000")
-            cursor.close()
-
-    return engine
-
-
 class SegmentMemory:
     def __init__(self, url: str | None, max_entries: int, cache_entries: int = CACHE_ENTRIES):
         self.url = url
         self.max_entries = max_entries
-        self._db = database(url)
-        # An in-memory database is one connection: its statements are taken one at a time.
-        self._db_lock = threading.Lock() if url is None else None
-        with self._guard():
-            _metadata.create_all(self._db)
+        self._db = Database(url)
+        with self._db.begin() as connection:
+            _metadata.create_all(connection)
         self._cache: cachetools.LRUCache[str, Remembered] = cachetools.LRUCache(cache_entries)
         self._lock = threading.Lock()  # the cache and the pending writes, across threads
         self._pending: dict[str, Remembered] = {}
@@ -138,12 +110,7 @@ class SegmentMemory:
         self._pruned = -PRUNE_SECONDS
 
     def close(self) -> None:
-        self._db.dispose()
-
-    @contextmanager
-    def _guard(self) -> Iterator[None]:
-        with self._db_lock or nullcontext():
-            yield
+        self._db.close()
 
     def cached(self, key: str) -> Remembered | None:
         """From this server's memory alone (no database): for the event loop."""
@@ -158,7 +125,7 @@ class SegmentMemory:
         found = self.cached(key)
         if found is not None:
             return found
-        with self._guard(), self._db.connect() as connection:
+        with self._db.connect() as connection:
             row = connection.execute(
                 select(_segments.c.translation, _segments.c.problems).where(_segments.c.key == key)
             ).one_or_none()
@@ -187,7 +154,7 @@ class SegmentMemory:
             return 0
         now = time.time()
         try:
-            with self._guard(), self._db.begin() as connection:
+            with self._db.begin() as connection:
                 if pending:
                     rows = [
                         {
@@ -199,18 +166,16 @@ class SegmentMemory:
                         }
                         for k, r in pending.items()
                     ]
-                    dialect = postgresql if self._db.dialect.name == "postgresql" else sqlite
-                    insert = dialect.insert(_segments)
-                    connection.execute(
-                        insert.on_conflict_do_update(
-                            index_elements=[_segments.c.key],
-                            set_={
-                                "translation": insert.excluded.translation,
-                                "problems": insert.excluded.problems,
-                                "used": insert.excluded.used,
-                            },
-                        ),
+                    self._db.upsert(
+                        connection,
+                        _segments,
                         rows,
+                        ["key"],
+                        lambda new: {
+                            "translation": new.translation,
+                            "problems": new.problems,
+                            "used": new.used,
+                        },
                     )
                 for key, when in used.items():
                     connection.execute(
@@ -241,12 +206,12 @@ class SegmentMemory:
             self._pending.clear()
             self._used.clear()
             self._cache.clear()
-        with self._guard(), self._db.begin() as connection:
+        with self._db.begin() as connection:
             connection.execute(delete(_segments))
 
     def __len__(self) -> int:
         """Entries in the database (blocking)."""
-        with self._guard(), self._db.connect() as connection:
+        with self._db.connect() as connection:
             stored = connection.execute(select(func.count()).select_from(_segments)).scalar_one()
         return int(stored)
 

@@ -7,7 +7,6 @@ import asyncio
 import contextlib
 import gc
 import logging
-import sqlite3
 import time
 from collections.abc import AsyncIterator
 
@@ -102,7 +101,7 @@ async def sync_store(store: KeyStore) -> None:
         await asyncio.sleep(SYNC_SECONDS)
         try:
             await asyncio.to_thread(store.sync)
-        except sqlite3.Error as exc:
+        except SQLAlchemyError as exc:
             log.error("the key store could not be synced (retried): %s", exc)
 
 
@@ -149,11 +148,12 @@ class ServerParts:
         self.engine_metrics = EngineMetrics()
         self.metrics = ServiceMetrics(self.engine_metrics)
         self.lifecycle = Lifecycle(config.server.shutdown_grace)
-        self.store = KeyStore(config.access.db)
+        self.store = KeyStore(config.store.url or config.access.db)
         self.access = Access(self.store, config.access.require_key, config.access.anonymous_rate)
         self.documents = DocumentStore()
         m = config.memory
-        self.memory = SegmentMemory(m.url, m.max_entries) if m.enabled else None
+        memory_url = m.url or config.store.url
+        self.memory = SegmentMemory(memory_url, m.max_entries) if m.enabled else None
         self._background: list[asyncio.Task[None]] = []
 
     def start(self, app: FastAPI) -> None:
