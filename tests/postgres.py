@@ -81,3 +81,17 @@ def running_postgres() -> Iterator[str]:
     finally:
         run(pg_ctl, "-D", str(data), "-m", "immediate", "-w", "stop")
         shutil.rmtree(folder, ignore_errors=True)
+
+
+def fresh_database(url: str, name: str) -> str:
+    """A new, empty database `name` on the server of `url` (dropped first if it exists): a
+    test's own store. Returns its URL."""
+    from sqlalchemy import create_engine, text
+    from sqlalchemy.engine import make_url
+
+    admin = create_engine(make_url(url).set(database="postgres"), isolation_level="AUTOCOMMIT")
+    with admin.connect() as connection:
+        connection.execute(text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
+        connection.execute(text(f'CREATE DATABASE "{name}"'))
+    admin.dispose()
+    return make_url(url).set(database=name).render_as_string(hide_password=False)

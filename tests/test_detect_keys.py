@@ -8,13 +8,15 @@ import re
 from pathlib import Path
 
 import pytest
+import sqlalchemy
 
 from tests.helpers import REPO, run_tolk
 from tolk.detect import Detector
 from tolk.errors import InvalidKey, KeyRequired, QuotaExceeded, RateLimited
-from tolk.keys import KeyStore
+from tolk.keys import KeyStore, hash_key
 from tolk.server.access import UNLIMITED, Access
 from tolk.server.middleware import RedactQuery
+from tolk.store import url_of
 
 SERVED = ["en", "de", "fr", "es", "pt", "zh", "ne"]
 CASE_STUDY = REPO / "src/tolk/data/case_study"
@@ -79,10 +81,25 @@ def test_a_served_variant_is_what_detection_answers() -> None:
 # -- keys ----------------------------------------------------------------------------------
 
 
-def test_keys_are_stored_hashed_counted_and_revoked(tmp_path: Path) -> None:
-    store = KeyStore(tmp_path / "keys.db")
+@pytest.fixture(params=["sqlite", "postgresql"])
+def key_db(request: pytest.FixtureRequest, tmp_path: Path) -> Path | str:
+    """A key store's location: a SQLite file, or a fresh database on a real PostgreSQL."""
+    if request.param == "sqlite":
+        return tmp_path / "keys.db"
+    from tests.postgres import fresh_database
+
+    return fresh_database(request.getfixturevalue("postgres_url"), "keys_test")
+
+
+def test_keys_are_stored_hashed_counted_and_revoked(key_db: Path | str) -> None:
+    store = KeyStore(key_db)
     key, secret = store.add("app", character_limit=100, rate="5/second")
-    assert secret not in (tmp_path / "keys.db").read_bytes().decode("latin-1")
+    database = sqlalchemy.create_engine(url_of(key_db) or "")
+    with database.connect() as connection:
+        stored = repr(connection.execute(sqlalchemy.text("SELECT * FROM keys")).all())
+    database.dispose()
+    assert hash_key(secret) in stored
+    assert secret not in stored
     assert store.lookup(secret) == key
     assert store.lookup(secret + "x") is None
     store.record(key, 30)
@@ -90,11 +107,11 @@ def test_keys_are_stored_hashed_counted_and_revoked(tmp_path: Path) -> None:
     store.record(key, 12)
     assert store.used(key) == 42  # synced and not yet
     store.sync()
-    assert KeyStore(tmp_path / "keys.db").used(key) == 42  # in the file
+    assert KeyStore(key_db).used(key) == 42  # in the store
     with pytest.raises(ValueError, match="already exists"):
         store.add("app")
     # Another process (`tolk keys revoke`) revokes it: this store sees it on the next look.
-    other = KeyStore(tmp_path / "keys.db")
+    other = KeyStore(key_db)
     other.revoke("app")
     assert store.lookup(secret) == key  # until the next sync
     store.sync()

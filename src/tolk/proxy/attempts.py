@@ -42,8 +42,11 @@ PASSED_HEADERS = frozenset(
 )
 
 
-# Request headers a forwarded request keeps (besides the body).
-FORWARDED_HEADERS = frozenset({"content-type", "authorization", "accept", "x-api-key"})
+# Request headers a forwarded request keeps (besides the body): the key, and Cache-Control
+# (the segment memory's bypass).
+FORWARDED_HEADERS = frozenset(
+    {"content-type", "authorization", "accept", "x-api-key", "cache-control"}
+)
 
 
 @dataclass

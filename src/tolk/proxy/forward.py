@@ -5,6 +5,7 @@ headers clients need."""
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import math
 import time
 from collections import OrderedDict
@@ -138,14 +139,15 @@ async def forward(request: Request, request_id: str, state: ProxyState) -> Respo
     candidates = candidates_for(state, path, route, request_id, api)
     if isinstance(candidates, Response):
         return candidates
-    target = TRANSLATE
+    passed = tuple((k, v) for k, v in request.headers.items() if k.lower() in FORWARDED_HEADERS)
+    # tolk's /translate keeps its JSON content type and the caller's key and cache directive.
+    target = dataclasses.replace(
+        TRANSLATE,
+        headers=(*TRANSLATE.headers, *((k, v) for k, v in passed if k.lower() != "content-type")),
+    )
     if api != "tolk" or path != "/translate":
         query = incoming.query
-        target = Target(
-            request.method,
-            f"{path}?{query}" if query else path,
-            tuple((k, v) for k, v in request.headers.items() if k.lower() in FORWARDED_HEADERS),
-        )
+        target = Target(request.method, f"{path}?{query}" if query else path, passed)
     tried = await forward_watched(
         request, state.forwarder, incoming, request_id, candidates, target
     )
