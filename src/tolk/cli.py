@@ -41,11 +41,13 @@ def _add_subcommands() -> None:
     from tolk.keys_cli import app as keys_app
     from tolk.models.cli import fetch_model_command
     from tolk.proxy.cli import proxy_command
+    from tolk.tm_cli import app as memories_app
     from tolk.translate_cli import translate_command
     from tolk.tune.cli import tune_command
 
     app.add_typer(bench_app, name="bench")
     app.add_typer(keys_app, name="keys")
+    app.add_typer(memories_app, name="memories")
     app.command("translate")(translate_command)
     app.command("tune")(tune_command)
     app.command("proxy")(proxy_command)

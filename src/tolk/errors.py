@@ -48,6 +48,11 @@ class UnknownGlossary(TolkError):
     status = 400
 
 
+class UnknownTranslationMemory(TolkError):
+    code = "unknown_translation_memory"
+    status = 400
+
+
 class PayloadTooLarge(TolkError):
     """Too much text: a text over the character limit, too many texts, or a prompt that does
     not fit the model's context."""

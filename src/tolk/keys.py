@@ -246,6 +246,11 @@ class KeyStore:
     def close(self) -> None:
         self._db.close()
 
+    @property
+    def database(self) -> Database:
+        """The store's database, which translation memories (tolk.tm) share."""
+        return self._db
+
     @contextmanager
     def _tx(self) -> Iterator[Connection]:
         """A write: one transaction, which bumps the store's version."""

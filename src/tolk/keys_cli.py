@@ -30,7 +30,7 @@ ConfigOption = Annotated[
 ]
 
 
-def _store(db: str | None, config: Path | None) -> KeyStore:
+def open_store(db: str | None, config: Path | None) -> KeyStore:
     location: Path | str | None = db if db is None or "://" in db else Path(db)
     if location is None and config is not None:
         try:
@@ -50,7 +50,7 @@ def _store(db: str | None, config: Path | None) -> KeyStore:
     return KeyStore(location)
 
 
-def _when(timestamp: float | None) -> str:
+def when(timestamp: float | None) -> str:
     if timestamp is None:
         return ""
     return dt.datetime.fromtimestamp(timestamp, dt.UTC).strftime("%Y-%m-%d %H:%M UTC")
@@ -76,7 +76,7 @@ def add(
         valid_rate(rate)
     except ValueError as exc:
         raise typer.BadParameter(str(exc), param_hint="--rate") from exc
-    store = _store(db, config)
+    store = open_store(db, config)
     chosen: Period = "month" if period == "month" else "day"
     try:
         key, secret = store.add(name, quota, chosen, rate)
@@ -98,7 +98,7 @@ def list_keys(
     as_json: Annotated[bool, typer.Option("--json", help="JSON instead of a table.")] = False,
 ) -> None:
     """Keys with their quota, rate and this period's usage (never the keys themselves)."""
-    store = _store(db, config)
+    store = open_store(db, config)
     keys: list[Key] = store.all_keys(include_revoked=revoked)
     if as_json:
         rows = [{**dataclasses.asdict(k), "used": store.used(k)} for k in keys]
@@ -113,8 +113,8 @@ def list_keys(
             quota,
             str(store.used(key)),
             key.rate or "unlimited",
-            _when(key.created),
-            _when(key.revoked),
+            when(key.created),
+            when(key.revoked),
         )
     Console().print(table)
 
@@ -126,7 +126,7 @@ def revoke(
     config: ConfigOption = None,
 ) -> None:
     """Revoke a key: servers refuse it (403) within a few seconds."""
-    store = _store(db, config)
+    store = open_store(db, config)
     try:
         key = store.revoke(name)
     except KeyError as exc:

@@ -34,6 +34,7 @@ from tolk.server.access import Access
 from tolk.server.api import (
     deepl,
     deepl_glossaries,
+    deepl_memories,
     deepl_style_rules,
     deepl_write,
     libretranslate,
@@ -45,6 +46,7 @@ from tolk.server.documents import DocumentStore
 from tolk.server.lifecycle import Lifecycle
 from tolk.server.metrics import CONCURRENCY_SAMPLE_INTERVAL, LOOP_SAMPLE_INTERVAL, ServiceMetrics
 from tolk.server.middleware import BodySizeLimit, BodyTimeout, RequestAccounting, Shedding
+from tolk.tm import TranslationMemories
 from tolk.translation import Limits, Translator
 from tolk.translation.service import NamedGlossary
 from tolk.wire.endpoints import ApiDispatch
@@ -135,7 +137,14 @@ def build_translator(
     limits = Limits(
         s.max_request_chars, s.max_texts, s.max_file_chars, s.segment_timeout, s.max_alternatives
     )
-    return Translator(pool, limits, glossaries, find_glossary=find_glossary, memory=memory)
+    return Translator(
+        pool,
+        limits,
+        glossaries,
+        find_glossary=find_glossary,
+        memory=memory,
+        memories=TranslationMemories(store.database),
+    )
 
 
 class ServerParts:
@@ -237,6 +246,7 @@ def create_app(config: TolkConfig, *, starter: LLMStarter | None = None) -> Fast
     apis = (
         deepl.router,
         deepl_glossaries.router,
+        deepl_memories.router,
         deepl_style_rules.router,
         deepl_write.router,
         libretranslate.router,

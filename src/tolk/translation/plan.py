@@ -29,6 +29,7 @@ class Done:
     alternatives: tuple[str, ...] = ()
     from_memory: bool = False  # came from the segment memory (tolk.memory), not the engine
     looked_up: bool = False  # was looked up in the memory (and missed)
+    from_tm: bool = False  # an exact match in the request's translation memory (tolk.tm)
 
 
 Via = Literal["whole", "plain", "runs", "original"]

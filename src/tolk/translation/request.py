@@ -18,6 +18,14 @@ MemoryMode = Literal["use", "refresh", "off"]
 
 
 @dataclass(frozen=True)
+class MemoryRequest:
+    """A translation memory the request names (tolk.tm) and its match threshold (0-100)."""
+
+    id: str
+    threshold: float
+
+
+@dataclass(frozen=True)
 class GlossaryRequest:
     """A request's glossary: its own entries, the ids of configured (or API-made)
     glossaries whose entries it uses, and terms that must come back untranslated."""
@@ -47,3 +55,4 @@ class TranslationRequest:
     rules: TagRules = DEFAULT_RULES
     alternatives: int = 0
     memory: MemoryMode = "use"
+    translation_memory: MemoryRequest | None = None

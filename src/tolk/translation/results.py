@@ -35,6 +35,7 @@ class Usage:
     segments: int
     memory_segments: int = 0  # of `segments`, those that came from the segment memory
     memory_lookups: int = 0  # segments looked up in it (hits and misses)
+    translation_memory_segments: int = 0  # exact matches in the request's translation memory
 
 
 @dataclass(frozen=True)
@@ -83,6 +84,7 @@ def merge(
             segments=sum(p.usage.segments for p in parts),
             memory_segments=sum(p.usage.memory_segments for p in parts),
             memory_lookups=sum(p.usage.memory_lookups for p in parts),
+            translation_memory_segments=sum(p.usage.translation_memory_segments for p in parts),
         ),
         engine_seconds=max(p.engine_seconds for p in parts),
         lengths=[pair for p in parts for pair in p.lengths],

@@ -27,11 +27,14 @@ from tolk.config import PlaceholderSyntax
 from tolk.detect import Detection, Detector
 from tolk.engine import Generation, ModelEngine, ModelPool
 from tolk.errors import (
+    InvalidRequest,
     PayloadTooLarge,
     UnknownGlossary,
+    UnknownTranslationMemory,
 )
 from tolk.languages import Lang, lang, request_lang
 from tolk.memory import SegmentMemory, memory_key, model_revision
+from tolk.tm import Match, TranslationMemories
 from tolk.translation.checks import (
     LOOP_MIN_CHARS,
     OutputChecks,
@@ -56,12 +59,18 @@ from tolk.translation.pacing import Pacer
 from tolk.translation.plan import DocumentPlan, Done
 from tolk.translation.policy import Limits, deadline_of, instructions_for, work_deadline
 from tolk.translation.prompts import (
+    INSTRUCTED,
     NO_INSTRUCTIONS,
     Instructions,
     clean,
     keep_outer_whitespace,
 )
-from tolk.translation.request import GlossaryRequest, MemoryMode, TranslationRequest
+from tolk.translation.request import (
+    GlossaryRequest,
+    MemoryMode,
+    MemoryRequest,
+    TranslationRequest,
+)
 from tolk.translation.results import OnSegment, SegmentDone, Translation, Usage, merge
 from tolk.translation.segment import Segmented, SplitMode, segment
 
@@ -112,6 +121,7 @@ class Translator:
         glossaries: Mapping[str, NamedGlossary] | None = None,
         find_glossary: Callable[[str], Sequence[NamedGlossary] | None] | None = None,
         memory: SegmentMemory | None = None,
+        memories: TranslationMemories | None = None,
     ) -> None:
         self.pool = pool
         self.limits = limits
@@ -120,6 +130,7 @@ class Translator:
         # share) found on a miss: each dictionary of one, a language pair apiece.
         self.find_glossary = find_glossary or (lambda glossary_id: None)
         self.memory = memory
+        self.memories = memories
         self._revisions: dict[str, str] = {}
         # Among the languages the models translate from.
         self.detector = Detector(pool.sources)
@@ -247,6 +258,8 @@ class Translator:
         target = request_lang(request.target_lang, "target_lang")
         engine = self.pool.route(source.tag, target.tag, model)
         engine.check_alive()
+        if request.translation_memory is not None:
+            self._check_memory(request.translation_memory, source)
         told = instructions_for(engine, target, request.instructions)
         cut = self._splitter(engine, split, source)
         resolved = self._glossary(request.glossary, source, target)
@@ -283,10 +296,11 @@ class Translator:
                         told,
                         request.alternatives,
                         request.memory,
+                        request.translation_memory,
                     )
                     pending = plan.restore(done)
         engine_seconds = time.monotonic() - started
-        generations = [g for g in done.values() if not g.from_memory]
+        generations = [g for g in done.values() if not (g.from_memory or g.from_tm)]
         texts = plan.render(done)
         alternatives = plan.alternatives(done, request.alternatives)
         return Translation(
@@ -299,7 +313,8 @@ class Translator:
                 completion_tokens=sum(g.completion_tokens for g in generations),
                 characters=characters,
                 segments=len(done),
-                memory_segments=len(done) - len(generations),
+                memory_segments=sum(g.from_memory for g in done.values()),
+                translation_memory_segments=sum(g.from_tm for g in done.values()),
                 memory_lookups=sum(g.looked_up or g.from_memory for g in done.values()),
             ),
             engine_seconds=engine_seconds,
@@ -316,6 +331,22 @@ class Translator:
                 [(not g.problems) if g.retried else None for g in generations],
             ),
         )
+
+    def _check_memory(self, asked: MemoryRequest, source: Lang) -> None:
+        """The translation memory a request names exists, for its source language."""
+        info = self.memories.get(asked.id) if self.memories is not None else None
+        if info is None:
+            raise UnknownTranslationMemory(
+                f"no translation memory '{asked.id}' on this server (imported with `tolk "
+                "memories import`; GET /v3/translation_memories lists them)",
+                field="translation_memory_id",
+            )
+        if info.source_lang != source.code:
+            raise InvalidRequest(
+                f"translation memory '{info.name}' is for source language "
+                f"{info.source_lang}, the request's is {source.code}",
+                field="translation_memory_id",
+            )
 
     def _memory_key(self, engine: ModelEngine, text: str, job: EngineJob) -> str:
         """Everything that decides a segment's translation (tolk.memory): the model and its
@@ -375,6 +406,7 @@ class Translator:
         instructions: Instructions,
         alternatives: int = 0,
         memory_mode: MemoryMode = "use",
+        tm: MemoryRequest | None = None,
     ) -> dict[str, Done]:
         """Every segment through the engine, at most `slots` at a time; each one's prompt
         is built when its turn comes, so a long document does not hold the event loop.
@@ -386,14 +418,19 @@ class Translator:
         candidates = engine.settings.candidates
 
         async def attempt(
-            index: int, text: str, stop: bool, again: Verdict | None, job: EngineJob | None = None
+            index: int,
+            text: str,
+            stop: bool,
+            again: Verdict | None,
+            job: EngineJob | None = None,
+            told: Instructions = instructions,
         ) -> list[Attempt]:
             """One try (the first, or the retry after `again`'s problems). A first try with
             `candidates.n` > 1 is the greedy output and n-1 sampled ones; a markup retry is
             `markup_candidates` sampled outputs of one engine request (guided to bring its
             placeholders back if `checks.markup_guided`: tolk.translation.guide). A first
-            try samples as many as `alternatives` asks for, if more."""
-            told = instructions
+            try samples as many as `alternatives` asks for, if more; `told`: the segment's
+            instructions."""
             if again is not None and checks.retry_instruction:
                 told = firmer(engine, told, text, source, target, again)
             if job is None or again is not None:
@@ -454,13 +491,27 @@ class Translator:
             return finished
 
         async def one(index: int, text: str) -> Done:
-            key, job = None, None
+            key, job, told = None, None, instructions
+            if tm is not None and not PLACEHOLDER.search(text):
+                # The user's translation memory: an exact match is the translation; a close
+                # one is the model's reference (where the prompt format takes instructions).
+                assert self.memories is not None
+                match = await asyncio.to_thread(
+                    self.memories.match, tm.id, target.code, text, tm.threshold
+                )
+                if match is not None and match.exact:
+                    exact = Done(keep_outer_whitespace(text, match.target), 0, 0, 0, from_tm=True)
+                    return report(index, text, exact)
+                if match is not None and engine.settings.prompt_format in INSTRUCTED:
+                    told = dataclasses.replace(
+                        told, custom=(*told.custom, reference_instruction(match))
+                    )
             memory = self.memory if memory_mode != "off" else None
             if memory is not None:
                 # Looked up before waiting for an engine slot: a hit needs none.
                 await self.pacer.turn()
                 terms = glossary.terms(text)
-                job = self._job(engine, index, text, source, target, terms, instructions)
+                job = self._job(engine, index, text, source, target, terms, told)
                 key = self._memory_key(engine, text, job)
                 if memory_mode == "use" and not alternatives:
                     found = memory.cached(key)
@@ -483,7 +534,7 @@ class Translator:
                 # A loop is stopped where it shows, not run to the budget (a source that
                 # repeats itself may be translated so: its generations run to the end).
                 stop = checks.enabled and checks.stop_loops and loop_span(text) < LOOP_MIN_CHARS
-                tries = await attempt(index, text, stop, None, job)
+                tries = await attempt(index, text, stop, None, job, told)
                 # MBR among the greedy output and candidates.n-1 sampled ones; any further
                 # sampled outputs are only alternatives.
                 among = tries[: candidates.n]
@@ -491,7 +542,7 @@ class Translator:
                 made = tries
                 chosen, retried = first, False
                 if checks.enabled and checks.retry and first.verdict.retryable:
-                    again = await attempt(index, text, stop, first.verdict)
+                    again = await attempt(index, text, stop, first.verdict, None, told)
                     tries, retried = [*tries, *again], True
                     # The first candidate with the fewest problems, if it has fewer.
                     best = min(again, key=lambda a: len(a.verdict.problems))
@@ -528,6 +579,14 @@ class Translator:
             # A line's translation stays one line, or the text's line structure would move.
             translation = _LINE_BREAKS.sub(" ", translation)
         return keep_outer_whitespace(source_text, translation), cut
+
+
+def reference_instruction(match: Match) -> str:
+    """A close translation-memory unit as the model's reference."""
+    return (
+        "A similar sentence was translated before; follow its terminology and style where it "
+        f'fits: "{match.source}" was translated as "{match.target}"'
+    )
 
 
 def _alternatives(tries: Sequence[Attempt], chosen: str, wanted: int) -> tuple[str, ...]:

@@ -35,10 +35,11 @@ from tolk.server.access import Caller
 from tolk.server.calls import Calls, CallsDep, attachment, bearer_key
 from tolk.server.documents import documents_of
 from tolk.server.params import Params, read_params
+from tolk.tm import DEFAULT_THRESHOLD
 from tolk.translation.files import file_type
 from tolk.translation.html_format import TagRules
 from tolk.translation.prompts import FORMAL_REGISTERS, INSTRUCTED, Instructions
-from tolk.translation.request import GlossaryRequest, TranslationRequest
+from tolk.translation.request import GlossaryRequest, MemoryRequest, TranslationRequest
 from tolk.translation.results import Translation
 from tolk.translation.segment import SplitMode
 from tolk.wire import codes
@@ -175,6 +176,29 @@ def _glossary(params: Params, source: Lang | None) -> GlossaryRequest:
     return glossary
 
 
+def _translation_memory(params: Params) -> MemoryRequest | None:
+    """`translation_memory_id`, and `translation_memory_threshold` (0-100; DeepL's default)."""
+    memory_id = params.text("translation_memory_id")
+    threshold = params.text("translation_memory_threshold")
+    if memory_id is None:
+        if threshold is not None:
+            raise InvalidRequest(
+                "translation_memory_threshold requires translation_memory_id",
+                field="translation_memory_threshold",
+            )
+        return None
+    try:
+        value = float(threshold) if threshold is not None else DEFAULT_THRESHOLD
+    except ValueError:
+        value = -1.0
+    if not 0 <= value <= 100:
+        raise InvalidRequest(
+            f"Value for 'translation_memory_threshold' not supported: {threshold} (0 to 100)",
+            field="translation_memory_threshold",
+        )
+    return MemoryRequest(memory_id, value)
+
+
 def _told(calls: Calls, params: Params, target: Lang) -> Instructions:
     """Formality, context and custom instructions, and the style rule `style_id` names."""
     instructions = _instructions(params)
@@ -213,6 +237,7 @@ async def translate(request: Request, calls: CallsDep) -> Response:
         non_splitting=frozenset(params.strings("non_splitting_tags") or ()),
     )
     glossary = _glossary(params, source)
+    memory_asked = _translation_memory(params)
     model, model_type_used = _model(calls, params)
     split = _split(params.text("split_sentences"))
     instructions = _told(calls, params, target)
@@ -234,6 +259,7 @@ async def translate(request: Request, calls: CallsDep) -> Response:
                 instructions,
                 rules,
                 memory=calls.memory_mode(request),
+                translation_memory=memory_asked,
             ),
         ),
     )
