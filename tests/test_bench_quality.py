@@ -638,3 +638,16 @@ def test_bench_quality_against_a_real_tolk_server(
     assert len(comparison["markup"]) == 3
     assert all(m["intact"]["diff"] == 0 for m in comparison["markup"])
     assert "Markup units: B against A" in compared.stdout
+
+
+def test_translation_memory_and_alternative_systems_say_so_in_their_requests() -> None:
+    unit = Unit("sentence", "en", "de", 0, "The weather is lovely.", "Schönes Wetter.")
+    markup = Unit("html", "en", "de", 0, "<b>Hi</b>", "<b>Hallo</b>")
+    tm = quality.System("tolk+tm", "tolk", "http://x", translation_memory="tm-1")
+    assert quality.request(tm, unit)[1]["translation_memory_id"] == "tm-1"
+    deepl_tm = quality.System("tolk-deepl+tm", "deepl", "http://x", translation_memory="tm-1")
+    assert quality.request(deepl_tm, unit)[1]["translation_memory_id"] == "tm-1"
+    plain = quality.System("tolk", "tolk", "http://x")
+    assert "translation_memory_id" not in quality.request(plain, unit)[1]
+    assert tm.takes(unit)
+    assert not tm.takes(markup)  # measured on sentences

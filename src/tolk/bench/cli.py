@@ -614,6 +614,13 @@ def quality_command(
             "system of its own, '+altN', in the same run): their cost and their scores."
         ),
     ] = 0,
+    translation_memory: Annotated[
+        str | None,
+        typer.Option(
+            help="Also measure tolk's and DeepL's APIs naming this translation memory (a "
+            "system of its own, '+tm', in the same run): what its references do to quality."
+        ),
+    ] = None,
     compare: Annotated[
         tuple[Path, Path] | None,
         typer.Option(help="Compare two runs instead (quality.json or their directories)."),
@@ -679,6 +686,7 @@ def quality_command(
         openai_start=openai_start,
         languages=judged,
         alternatives=alternatives,
+        translation_memory=translation_memory,
         settings={
             "languages": judged,
             "data": str(folder),
@@ -687,6 +695,7 @@ def quality_command(
             "offset": offset,
             "concurrency": concurrency,
             "alternatives": alternatives,
+            "translation_memory": translation_memory,
             "markup_sentences": markup_sentences if markup else 0,
             "document_chars": (document_chars or None) if documents else None,
             "warnings": warnings,

@@ -68,12 +68,13 @@ class System:
     url: str
     model: str | None = None  # the model name an OpenAI server is asked for
     alternatives: int = 0  # asked of the tolk and LibreTranslate APIs
+    translation_memory: str | None = None  # named in tolk's and DeepL's requests
 
     def takes(self, unit: Unit) -> bool:
         """Documents go through tolk's API only (the split mode is its option); markdown
         where a format can be named or the prompt carries it as text; alternatives are
         asked for sentences."""
-        if self.alternatives:  # what alternatives cost is measured on sentences
+        if self.alternatives or self.translation_memory:  # measured on sentences
             return unit.kind == "sentence"
         if unit.kind == "document":
             return self.api == "tolk"
@@ -94,6 +95,7 @@ class Plan:
     languages: Sequence[str] = ()  # the languages the output checks tell apart
     settings: Mapping[str, Any] = field(default_factory=dict)  # for the report
     alternatives: int = 0  # also measure tolk's and LibreTranslate's APIs asked for these
+    translation_memory: str | None = None  # named in tolk's and DeepL's requests
 
 
 def openai_prompt(unit: Unit) -> str:
@@ -115,9 +117,13 @@ def request(system: System, unit: Unit) -> tuple[str, dict[str, Any]]:
             body["split"] = unit.split
         if system.alternatives:
             body["alternatives"] = system.alternatives
+        if system.translation_memory:
+            body["translation_memory_id"] = system.translation_memory
         return "/translate", body
     if system.api == "deepl":
         body = {"text": [unit.source], "source_lang": src, "target_lang": tgt}
+        if system.translation_memory:
+            body["translation_memory_id"] = system.translation_memory
         return "/v2/translate", body | ({"tag_handling": "html"} if html else {})
     if system.api == "libretranslate":
         fmt = "html" if html else "text"
@@ -333,6 +339,13 @@ async def run_quality(
             model = await tolk_models(url)
             for api in plan.apis:
                 chosen = [System(SYSTEM_NAMES[api], api, url)]
+                if plan.translation_memory and api in ("tolk", "deepl"):
+                    chosen.append(
+                        System(
+                            f"{SYSTEM_NAMES[api]}+tm", api, url,
+                            translation_memory=plan.translation_memory,
+                        )
+                    )  # fmt: skip
                 if plan.alternatives and api in ALTERNATIVE_APIS:
                     name = f"{SYSTEM_NAMES[api]}+alt{plan.alternatives}"
                     chosen.append(System(name, api, url, alternatives=plan.alternatives))

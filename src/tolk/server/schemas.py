@@ -106,6 +106,15 @@ class TranslateRequest(BaseModel):
         "(translated anew, and remembered), 'off' (neither). A `Cache-Control: no-cache` or "
         "`no-store` header does the same on every API.",
     )
+    translation_memory_id: str | None = Field(
+        None,
+        description="A translation memory (a TMX file imported with `tolk memories import`): "
+        "a segment found in it is its translation; a close one (at least "
+        "`translation_memory_threshold` similar) is given to the model as a reference.",
+    )
+    translation_memory_threshold: float = Field(
+        75, ge=0, le=100, description="Similarity (0-100) a memory's unit needs to be used."
+    )
     alternatives: int = Field(
         0,
         ge=0,
@@ -163,6 +172,9 @@ class Usage(BaseModel):
     segments: int = Field(description="Engine requests the texts were cut into (distinct ones).")
     memory_segments: int = Field(
         0, description="Of `segments`, those answered from the segment memory (no engine work)."
+    )
+    translation_memory_segments: int = Field(
+        0, description="Of `segments`, exact matches in the request's translation memory."
     )
 
 

@@ -41,7 +41,12 @@ from tolk.server.schemas import (
 from tolk.translation import Translation, Translator
 from tolk.translation.files import FILE_TYPES, file_type, translate_file
 from tolk.translation.prompts import Instructions
-from tolk.translation.request import GlossaryRequest, MemoryMode, TranslationRequest
+from tolk.translation.request import (
+    GlossaryRequest,
+    MemoryMode,
+    MemoryRequest,
+    TranslationRequest,
+)
 from tolk.translation.results import SegmentDone
 from tolk.translation.segment import SplitMode
 from tolk.wire.asgi import CLIENT_CLOSED
@@ -140,6 +145,11 @@ def _work(
         Instructions.of(body.formality, body.context, body.instructions or ()),
         alternatives=body.alternatives,
         memory=memory,
+        translation_memory=(
+            MemoryRequest(body.translation_memory_id, body.translation_memory_threshold)
+            if body.translation_memory_id
+            else None
+        ),
     )
     return translator.translate(texts, request, on_segment)
 
@@ -174,6 +184,7 @@ def _response(body: TranslateRequest, result: Translation) -> TranslateResponse:
             total_tokens=usage.prompt_tokens + usage.completion_tokens,
             segments=usage.segments,
             memory_segments=usage.memory_segments,
+            translation_memory_segments=usage.translation_memory_segments,
             characters=usage.characters,
         ),
         warnings=[
