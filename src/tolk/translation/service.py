@@ -258,8 +258,8 @@ class Translator:
         target = request_lang(request.target_lang, "target_lang")
         engine = self.pool.route(source.tag, target.tag, model)
         engine.check_alive()
-        if request.translation_memory is not None:
-            self._check_memory(request.translation_memory, source)
+        if request.translation_memory is not None:  # (the store's database: off the loop)
+            await asyncio.to_thread(self._check_memory, request.translation_memory, source)
         told = instructions_for(engine, target, request.instructions)
         cut = self._splitter(engine, split, source)
         resolved = self._glossary(request.glossary, source, target)
