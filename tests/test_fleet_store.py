@@ -55,7 +55,7 @@ def fleet(
             server.stop()
 
 
-def test_a_fleet_shares_keys_glossaries_usage_and_memory(
+def test_a_fleet_shares_keys_glossaries_style_rules_usage_and_memory(
     fleet: tuple[str, list[InProcessServer], LocalServer],
 ) -> None:
     url, (a, b), proxy = fleet
@@ -87,6 +87,19 @@ def test_a_fleet_shares_keys_glossaries_usage_and_memory(
         return found.status_code == 200
 
     eventually(glossary_known_to_b, "server b sees the glossary made through a")
+    # So is a style rule.
+    rule = httpx.post(
+        f"{a.url}/v3/style_rules", json={"name": "fleet rule", "language": "de"},
+        headers=deepl, timeout=10,
+    )  # fmt: skip
+    assert rule.status_code == 201, rule.text
+    style_id = rule.json()["style_id"]
+
+    def rule_known_to_b() -> bool:
+        found = httpx.get(f"{b.url}/v3/style_rules/{style_id}", headers=deepl, timeout=10)
+        return found.status_code == 200
+
+    eventually(rule_known_to_b, "server b sees the style rule made through a")
     body = {
         "text": "Every batch is checked twice.", "source_lang": "en", "target_lang": "de",
         "glossary_id": glossary_id,
