@@ -39,6 +39,7 @@ from sqlalchemy import (
     String,
     Table,
     Text,
+    bindparam,
     delete,
     func,
     select,
@@ -177,9 +178,12 @@ class SegmentMemory:
                             "used": new.used,
                         },
                     )
-                for key, when in used.items():
+                if used:  # one statement, executed for every entry used
                     connection.execute(
-                        update(_segments).where(_segments.c.key == key).values(used=when)
+                        update(_segments)
+                        .where(_segments.c.key == bindparam("hit"))
+                        .values(used=bindparam("when")),
+                        [{"hit": k, "when": w} for k, w in used.items()],
                     )
                 self._prune(connection)
         except BaseException:
