@@ -52,7 +52,9 @@ def running_postgres() -> Iterator[str]:
     """A fresh PostgreSQL cluster on 127.0.0.1; yields an SQLAlchemy URL of database `tolk`."""
     initdb, pg_ctl = require_postgres()
     as_postgres: list[str] = []
-    folder = Path(tempfile.mkdtemp(prefix="tolk-pg-"))
+    # In /tmp, not TMPDIR: the `postgres` user must reach it, and its socket's path must stay
+    # under the 107 bytes a Unix socket's name may have.
+    folder = Path(tempfile.mkdtemp(prefix="tolk-pg-", dir="/tmp"))
     if os.geteuid() == 0:
         as_postgres = ["runuser", "-u", "postgres", "--"]
         shutil.chown(folder, "postgres")
