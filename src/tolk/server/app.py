@@ -8,7 +8,7 @@ import contextlib
 import gc
 import logging
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 
 from fastapi import FastAPI
 from fastapi.staticfiles import StaticFiles
@@ -96,25 +96,15 @@ async def watch_loop(metrics: ServiceMetrics) -> None:
         stalls.observe(max(0.0, loop.time() - began - LOOP_SAMPLE_INTERVAL))
 
 
-async def sync_store(store: KeyStore) -> None:
-    """The key store's file, every SYNC_SECONDS, in a thread: a disk that stalls (a WAL
-    checkpoint's fsync) must not stall the event loop."""
+async def every(seconds: float, work: Callable[[], object], what: str) -> None:
+    """`work` every `seconds`, in a thread: a disk that stalls (a WAL checkpoint's fsync) or
+    a database far away must not stall the event loop. A failure is logged and retried."""
     while True:
-        await asyncio.sleep(SYNC_SECONDS)
+        await asyncio.sleep(seconds)
         try:
-            await asyncio.to_thread(store.sync)
+            await asyncio.to_thread(work)
         except SQLAlchemyError as exc:
-            log.error("the key store could not be synced (retried): %s", exc)
-
-
-async def flush_memory(memory: SegmentMemory) -> None:
-    """The segment memory's new translations, every FLUSH_SECONDS, in a thread."""
-    while True:
-        await asyncio.sleep(FLUSH_SECONDS)
-        try:
-            await asyncio.to_thread(memory.flush)
-        except SQLAlchemyError as exc:
-            log.error("the segment memory could not be written (retried): %s", exc)
+            log.error("%s failed (retried): %s", what, exc)
 
 
 def build_translator(
@@ -183,11 +173,12 @@ class ServerParts:
         self._background = [
             asyncio.create_task(self.supervisor.run()),
             asyncio.create_task(sample_concurrency(pool, self.metrics)),
-            asyncio.create_task(sync_store(self.store)),
+            asyncio.create_task(every(SYNC_SECONDS, self.store.sync, "syncing the key store")),
             asyncio.create_task(watch_loop(self.metrics)),
         ]
         if self.memory is not None:
-            self._background.append(asyncio.create_task(flush_memory(self.memory)))
+            flush = every(FLUSH_SECONDS, self.memory.flush, "writing the segment memory")
+            self._background.append(asyncio.create_task(flush))
         languages.warm(t for e in pool.engines for t in e.settings.coverage.tags())
         # Everything allocated so far (vLLM, torch, transformers, the tokenizers) lives as long
         # as the server: move it out of the garbage collector's sight, as vLLM's own server
