@@ -21,7 +21,7 @@ import re
 import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import TypeVar
+from typing import Any, TypeVar
 
 from tolk.config import PlaceholderSyntax
 from tolk.detect import Detection, Detector
@@ -131,7 +131,8 @@ class Translator:
         self.find_glossary = find_glossary or (lambda glossary_id: None)
         self.memory = memory
         self.memories = memories
-        self._revisions: dict[str, str] = {}
+        # Per engine name: what identifies its model in segment-memory keys
+        self._models: dict[str, dict[str, Any]] = {}
         # Among the languages the models translate from.
         self.detector = Detector(pool.sources)
         # Output checks tell among every language served, targets too.
@@ -351,21 +352,18 @@ class Translator:
     def _memory_key(self, engine: ModelEngine, text: str, job: EngineJob) -> str:
         """Everything that decides a segment's translation (tolk.memory): the model and its
         revision, the segment, the exact prompt and budget, the decoding and checking."""
-        if engine.name not in self._revisions:
-            self._revisions[engine.name] = model_revision(engine.settings.path)
-        settings = engine.settings.model_dump(
-            mode="json",
-            include={"prompt_format", "placeholders", "sampling", "checks", "candidates"},
-        )
-        return memory_key(
-            {
+        model = self._models.get(engine.name)
+        if model is None:  # once per engine: reading the weights' files is not per segment
+            model = self._models[engine.name] = {
                 "model": engine.name,
-                "revision": self._revisions[engine.name],
-                "segment": text,
-                "prompt": job.prompt_ids,
-                "max_tokens": job.max_tokens,
-                "settings": settings,
+                "revision": model_revision(engine.settings.path),
+                "settings": engine.settings.model_dump(
+                    mode="json",
+                    include={"prompt_format", "placeholders", "sampling", "checks", "candidates"},
+                ),
             }
+        return memory_key(
+            model | {"segment": text, "prompt": job.prompt_ids, "max_tokens": job.max_tokens}
         )
 
     @staticmethod
