@@ -22,7 +22,6 @@ from __future__ import annotations
 import threading
 import time
 import uuid
-from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -166,30 +165,38 @@ class TranslationMemories:
         return found
 
     def all(self) -> list[MemoryInfo]:
+        return self._infos()
+
+    def get(self, memory_id: str) -> MemoryInfo | None:
+        """One memory (a request naming it: counting every memory's units is not needed)."""
+        found = self._infos(memory_id)
+        return found[0] if found else None
+
+    def _infos(self, memory_id: str | None = None) -> list[MemoryInfo]:
+        memories = select(_memories).order_by(_memories.c.created)
+        counts = select(_units.c.memory_id, _units.c.target_lang, func.count()).group_by(
+            _units.c.memory_id, _units.c.target_lang
+        )
+        if memory_id is not None:
+            memories = memories.where(_memories.c.id == memory_id)
+            counts = counts.where(_units.c.memory_id == memory_id)
         with self._db.connect() as connection:
-            memories = connection.execute(select(_memories).order_by(_memories.c.created)).all()
-            counts = connection.execute(
-                select(_units.c.memory_id, _units.c.target_lang, func.count()).group_by(
-                    _units.c.memory_id, _units.c.target_lang
-                )
-            ).all()
-        targets: dict[str, list[tuple[str, int]]] = {}
-        for memory_id, target, count in counts:
-            targets.setdefault(memory_id, []).append((target, count))
+            rows = connection.execute(memories).all()
+            counted = connection.execute(counts).all() if rows else []
+        targets: dict[str, dict[str, int]] = {}
+        for found_id, target, count in counted:
+            targets.setdefault(found_id, {})[target] = count
         return [
             MemoryInfo(
                 m.id,
                 m.name,
                 m.source_lang,
-                tuple(sorted(t for t, _ in targets.get(m.id, []))),
-                sum(c for _, c in targets.get(m.id, [])),
+                tuple(sorted(targets.get(m.id, {}))),
+                sum(targets.get(m.id, {}).values()),
                 m.created,
             )
-            for m in memories
+            for m in rows
         ]
-
-    def get(self, memory_id: str) -> MemoryInfo | None:
-        return next((m for m in self.all() if m.id == memory_id), None)
 
     def delete(self, memory_id: str) -> bool:
         with self._db.begin() as connection:
@@ -229,13 +236,6 @@ class TranslationMemories:
         _, score, index = found
         score = 100.0 if sources[index] == wanted else min(float(score), 99.9)
         return Match(score, sources[index], targets[index])
-
-    def preload(self, memories: Iterable[str]) -> None:
-        """Read these memories' units for every target they have (blocking)."""
-        for memory_id in memories:
-            info = self.get(memory_id)
-            for target in info.target_langs if info else ():
-                self._units_of(memory_id, target)
 
 
 __all__ = ["DEFAULT_THRESHOLD", "Match", "MemoryInfo", "TranslationMemories", "read_tmx"]
