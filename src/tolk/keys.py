@@ -292,9 +292,8 @@ class KeyStore:
         return next(k for k in self.all_keys(include_revoked=True) if name in (k.name, k.id))
 
     def all_keys(self, include_revoked: bool = False) -> list[Key]:
-        columns = [_keys.c[f.name] for f in dataclasses.fields(Key)]
         with self._db.connect() as db:
-            rows = db.execute(select(*columns).order_by(_keys.c.created)).all()
+            rows = db.execute(select(*_key_columns()).order_by(_keys.c.created)).all()
         keys = [Key(*row) for row in rows]
         return keys if include_revoked else [k for k in keys if k.revoked is None]
 
@@ -364,10 +363,9 @@ class KeyStore:
             )
 
     def _read(self) -> None:
-        key_columns = [_keys.c[f.name] for f in dataclasses.fields(Key)]
         with self._db.connect() as db:
             keys = db.execute(
-                select(_keys.c.hash, *key_columns).where(_keys.c.revoked.is_(None))
+                select(_keys.c.hash, *_key_columns()).where(_keys.c.revoked.is_(None))
             ).all()
             usage = db.execute(
                 select(_usage.c.key_id, _usage.c.period_start, _usage.c.characters).where(
@@ -475,6 +473,11 @@ class KeyStore:
 
     def delete_style_rule(self, owner: str, rule_id: str) -> bool:
         return self._delete(_style_rules, self._style_rules, owner, rule_id)
+
+
+def _key_columns() -> list[Any]:
+    """The keys table's columns in Key's field order: a row of them is a Key."""
+    return [_keys.c[f.name] for f in dataclasses.fields(Key)]
 
 
 def _glossary_columns(glossary: StoredGlossary) -> tuple[str, str, str, str, str]:
