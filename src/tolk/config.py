@@ -75,6 +75,15 @@ class EngineSettings(_Strict):
         ge=0,
         description="Admission bound: requests waiting beyond the running batch; more get 503.",
     )
+    scheduling: Literal["fcfs", "shortest_first"] = Field(
+        "fcfs",
+        description="Which waiting engine request runs next. fcfs: first come, first served "
+        "(vLLM's default). shortest_first: vLLM's priority scheduling, each engine request "
+        "ranked by the size of the translation request it belongs to (its segments, in powers "
+        "of two), so a sentence runs before the waiting segments of a document that came "
+        "first; requests of one size stay first come, first served. Running requests are "
+        "never interrupted for it.",
+    )
     extra_args: dict[str, Any] = Field(
         default_factory=dict, description="Further vllm AsyncEngineArgs fields, passed as given."
     )

@@ -62,7 +62,7 @@ class LLM(Protocol):
     def model_config(self) -> Any: ...
 
     def generate(
-        self, prompt: Any, sampling_params: Any, request_id: str
+        self, prompt: Any, sampling_params: Any, request_id: str, *, priority: int = 0
     ) -> AsyncIterator[Any]: ...
 
     def shutdown(self) -> None: ...
@@ -120,6 +120,8 @@ def engine_args(model: ModelSettings, *, cpu: bool, models_sharing: int = 1) -> 
         "disable_log_stats": False,  # the vllm:* Prometheus metrics need stats on
         "gpu_memory_utilization": gpu_share,
     }
+    if e.scheduling == "shortest_first":
+        args["scheduling_policy"] = "priority"
     if e.max_model_len is not None:
         args["max_model_len"] = e.max_model_len
     if e.kv_cache_memory_bytes is not None:
@@ -129,6 +131,14 @@ def engine_args(model: ModelSettings, *, cpu: bool, models_sharing: int = 1) -> 
         args["kv_cache_memory_bytes"] = CPU_DEFAULT_KV_CACHE_BYTES
     args.update(e.extra_args)
     return args
+
+
+def size_rank(segments: int) -> int:
+    """A translation request's rank under `scheduling: shortest_first` (vLLM runs lower
+    ranks first): its segment count in powers of two, so 1 segment is 0, 2 is 1, 3-4 are 2,
+    a 200-segment document 8. Powers of two rather than the count itself: requests of about
+    one size stay first come, first served."""
+    return max(0, segments - 1).bit_length()
 
 
 def cpu_has_bf16() -> bool:
@@ -400,13 +410,17 @@ class ModelEngine:
         stop_loops: bool = False,
         n: int = 1,
         regex: str | None = None,
+        segments: int = 1,
     ) -> list[Generation]:
         """`n` outputs of one engine request (vLLM's `n`: the prompt is read once), in
         vLLM's order, each matching `regex` if given; as `generate` otherwise. The prompt's
-        tokens are counted on the first."""
+        tokens are counted on the first. `segments`: the size of the translation request
+        this belongs to, its rank under `scheduling: shortest_first` (`size_rank`)."""
         from vllm.v1.engine.exceptions import EngineDeadError, EngineGenerateError
 
         request_id = f"{self.name}-{next(_request_ids)}"
+        # vLLM refuses a priority other than 0 unless its policy is "priority".
+        priority = size_rank(segments) if self.settings.engine.scheduling != "fcfs" else 0
         # tolk asks for the final output only and uses no stop strings, so vLLM's incremental
         # detokenizer (Python, on this event loop, for every token of every step) would do
         # work nobody reads; the ids are decoded once, when the segment is done.
@@ -422,7 +436,7 @@ class ModelEngine:
         self.in_flight += 1
         try:
             async for output in self._llm.generate(
-                {"prompt_token_ids": prompt_ids}, params, request_id
+                {"prompt_token_ids": prompt_ids}, params, request_id, priority=priority
             ):
                 final = output
         except EngineDeadError as exc:

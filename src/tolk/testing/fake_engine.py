@@ -61,6 +61,8 @@ class FakeLLM:
     outputs: int = 0  # outputs written (a request asks for `n`)
     # The latest requests' prompts (token ids), for tests of what reached the model
     prompts: deque[list[int]] = field(default_factory=lambda: deque(maxlen=64))
+    # ... and the priorities they were given (`scheduling: shortest_first`), in the same order
+    priorities: deque[int] = field(default_factory=lambda: deque(maxlen=64))
     _dead: bool = field(default=False, repr=False)
 
     @property
@@ -68,7 +70,7 @@ class FakeLLM:
         return self._dead
 
     async def generate(
-        self, prompt: Any, sampling_params: Any, request_id: str
+        self, prompt: Any, sampling_params: Any, request_id: str, *, priority: int = 0
     ) -> AsyncIterator[FakeOutput]:
         from vllm.v1.engine.exceptions import EngineDeadError
 
@@ -79,6 +81,7 @@ class FakeLLM:
         await asyncio.sleep(sampling_params.max_tokens * self.seconds_per_token)
         prompt_ids = list(prompt["prompt_token_ids"])
         self.prompts.append(prompt_ids)
+        self.priorities.append(priority)
         seed = hashlib.sha256(repr(prompt_ids).encode()).digest()
         completions = []
         # Sampled outputs differ from the greedy one and from each other.

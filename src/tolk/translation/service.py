@@ -80,6 +80,7 @@ T = TypeVar("T")
 @dataclass
 class _Progress:
     planned: int
+    segments: int = 1  # the request's size as admitted: its engine requests' rank (size_rank)
     done: int = 0
     in_flight: int = 0
 
@@ -278,7 +279,7 @@ class Translator:
                 request.deadline, self.limits.segment_seconds, segments * (1 + sampled), window
             )
             async with deadline_of(seconds):
-                progress = _Progress(segments)
+                progress = _Progress(segments, segments)
                 done: dict[str, Done] = {}
                 pending = plan.first
                 # Passes: units whole; those whose placeholders did not come back without
@@ -441,12 +442,22 @@ class Translator:
                         sampling, n = checks.markup_sampling, checks.markup_candidates
                     if checks.markup_guided:
                         regex = placeholder_regex(text, engine.settings.placeholders)
-            requests = [engine.generate_n(job.prompt_ids, job.max_tokens, sampling, stop, n, regex)]
+            size = progress.segments
+            requests = [
+                engine.generate_n(
+                    job.prompt_ids, job.max_tokens, sampling, stop, n, regex, segments=size
+                )
+            ]
             sampled = max(candidates.n - 1, alternatives)
             if again is None and sampled:  # and sampled ones beside the greedy one
                 requests.append(
                     engine.generate_n(
-                        job.prompt_ids, job.max_tokens, candidates.sampling, stop, sampled
+                        job.prompt_ids,
+                        job.max_tokens,
+                        candidates.sampling,
+                        stop,
+                        sampled,
+                        segments=size,
                     )
                 )
             progress.in_flight += 1
