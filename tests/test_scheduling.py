@@ -11,9 +11,10 @@ from pathlib import Path
 import httpx
 import pytest
 
-from tests.helpers import InProcessServer, ServerProcess, free_port, model_config, server_config
+from tests.helpers import InProcessServer, ServerProcess, model_config, server_config
 from tolk.config import build_config
 from tolk.engine.engine import engine_args, size_rank
+from tolk.local.processes import free_port
 
 SENTENCES = [
     f"Sentence number {n} of the long document talks about batching and queues." for n in range(14)
