@@ -125,3 +125,134 @@ def test_tune_reads_the_server_and_recommends(
     assert engine.max_num_seqs == choice["max_num_seqs"]
     assert (out / "tune.png").stat().st_size > 5000
     assert "recommended: max_num_seqs" in result.stdout
+
+
+def _documents_dir(tmp_path: Path) -> Path:
+    """A user's own documents: markdown and plain text, a few paragraphs each."""
+    folder = tmp_path / "my-documents"
+    folder.mkdir()
+    sentence = "Step {} batches the segments of many requests so that the device stays busy."
+    paragraphs = "\n\n".join(
+        " ".join(sentence.format(3 * p + s) for s in range(3)) for p in range(4)
+    )  # distinct paragraphs: a request translates a repeated segment once
+    (folder / "guide.md").write_text(f"# A guide\n\n{paragraphs}\n")
+    (folder / "notes.txt").write_text(paragraphs + "\n")
+    (folder / "ignored.bin").write_bytes(b"\x00\x01")
+    return folder
+
+
+def _tune_config(test_model: Path, tmp_path: Path) -> Path:
+    config = tmp_path / "tolk.yaml"
+    model = model_config("demo", test_model, languages=["en", "de"])
+    model["engine"]["max_num_batched_tokens"] = 2048
+    config.write_text(yaml.safe_dump({"memory": {"enabled": False}, "models": [model]}))
+    return config
+
+
+@pytest.mark.slow
+def test_tune_for_documents_ranks_documents_per_second(test_model: Path, tmp_path: Path) -> None:
+    out = tmp_path / "tune"
+    result = tolk(
+        "tune",
+        "--config",
+        str(_tune_config(test_model, tmp_path)),
+        "--model",
+        "demo",
+        "--traffic",
+        "documents",
+        "--workload",
+        str(_documents_dir(tmp_path)),
+        "--concurrency",
+        "2",
+        "--candidates",
+        "2,4",
+        "--batched-tokens",
+        "2048",
+        "--requests",
+        "4",
+        "--warmup",
+        "1",
+        "--out",
+        str(out),
+        cwd=tmp_path,
+    )
+    data = json.loads((out / "tune.json").read_text())
+    assert (data["traffic"], data["unit"]) == ("documents", "documents/s")
+    assert data["workload"]["items"] == 2  # the .md and the .txt, not the .bin
+    assert data["candidates"] == [2, 4]
+    assert data["rule"]["order"] == "up"
+    for point in data["points"]:
+        assert point["failed"] is None
+        assert point["errors"] == 0
+        assert point["rps"] == point["documents_per_s"] > 0
+        assert point["p95"] == point["document_p95"] >= point["p50"] > 0
+        # 4 paragraphs of 3 sentences, the markdown's heading too: whole units, one a line
+        assert point["segments_per_document"] >= 4
+        assert point["segments_per_s"] >= 4 * point["documents_per_s"] * 0.99
+    best = max(p["rps"] for p in data["points"])
+    assert data["choice"]["rps"] >= best * 0.97
+    assert "documents/s" in (out / "tune.md").read_text()
+    assert "documents traffic" in result.stdout
+
+
+@pytest.mark.slow
+def test_tune_for_mixed_traffic_measures_both_scheduling_policies(
+    test_model: Path, tmp_path: Path
+) -> None:
+    out = tmp_path / "tune"
+    config = _tune_config(test_model, tmp_path)
+    tolk(
+        "tune",
+        "--config",
+        str(config),
+        "--model",
+        "demo",
+        "--traffic",
+        "mixed",
+        "--documents",
+        str(_documents_dir(tmp_path)),
+        "--document-concurrency",
+        "1",
+        "--concurrency",
+        "3",
+        "--candidates",
+        "4",
+        "--batched-tokens",
+        "2048",
+        "--requests",
+        "8",
+        "--warmup",
+        "1",
+        "--out",
+        str(out),
+        cwd=tmp_path,
+    )
+    data = json.loads((out / "tune.json").read_text())
+    assert (data["traffic"], data["unit"]) == ("mixed", "output tokens/s")
+    assert data["documents"]["items"] == 2
+    assert data["document_concurrency"] == 1
+    points = {p["phase"]: p for p in data["points"]}
+    assert set(points) == {"sweep", "scheduling"}
+    assert (points["sweep"]["scheduling"], points["scheduling"]["scheduling"]) == (
+        "fcfs",
+        "shortest_first",
+    )
+    for point in points.values():
+        assert point["failed"] is None
+        assert point["errors"] == 0
+        assert point["sentence_rps"] > 0
+        assert point["sentence_p95_alone"] > 0
+        assert point["documents_per_s"] > 0
+        assert point["document_p95"] > 0
+        assert point["rps"] > 0  # output tokens/s of both kinds
+    verdict = data["scheduling"]
+    assert verdict["measured"] == ["fcfs", "shortest_first"]
+    chosen = points["scheduling" if verdict["better"] == "shortest_first" else "sweep"]
+    assert data["choice"]["scheduling"] == chosen["scheduling"]
+    # The snippet says which policy to run where it is not the default, and tolk accepts it.
+    snippet = yaml.safe_load((out / "recommended.yaml").read_text())["models"][0]["engine"]
+    assert snippet.get("scheduling", "fcfs") == verdict["better"]
+    merged = yaml.safe_load(config.read_text())
+    merged["models"][0]["engine"].update(snippet)
+    config.write_text(yaml.safe_dump(merged))
+    assert load_config(config).models[0].engine.scheduling == verdict["better"]

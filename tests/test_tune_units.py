@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import math
 import random
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -16,7 +17,12 @@ from tolk.server.metrics import CONCURRENCY_BUCKETS
 from tolk.tune import report
 from tolk.tune.profile import Profile, busy_quantile
 from tolk.tune.rules import MiB, Point, Slo, StopRule, choose, waste
-from tolk.tune.sweep import batched_tokens_around, choice_json, recommended_engine
+from tolk.tune.sweep import (
+    batched_tokens_around,
+    choice_json,
+    recommended_engine,
+    scheduling_verdict,
+)
 
 GRID = (1, 2, 4, 8, 16, 32, 64)
 
@@ -266,3 +272,95 @@ def test_downward_sweep_rides_out_one_noisy_dip() -> None:
     p95 = {1: 20, 2: 10, 4: 8, 8: 6.0, 16: 6.0, 32: 6.0, 64: 6.0}
     # 16 dips 6% with no latency rise: one setting is not yet a trend.
     assert down(rps, p95, StopRule(order="down", concurrency=20, patience=2)) == [32, 16, 8, 4]
+
+
+def test_a_document_slo_reads_the_documents_p95() -> None:
+    slo = Slo(p95=2.0, document_p95=30.0)
+    fast = Point(64, 8192, 900.0, 0.5, 1.5, document_p95=20.0)
+    assert slo.met_by(fast)
+    assert not slo.met_by(replace(fast, document_p95=31.0))
+    assert not slo.met_by(replace(fast, document_p95=None))  # not measured: not met
+    assert not slo.met_by(replace(fast, p95=2.5))
+    assert "document p95 <= 30 s" in slo.describe()
+
+
+def test_documents_recommend_a_queue_that_admits_them_whole() -> None:
+    """8 documents of up to 197 segments in flight: 1576 places, in steps of 64, less the
+    running batch; never below what the config has already."""
+    point = Point(128, 8192, 3.1, 2.0, 4.5, segments_per_document=197)
+    engine = recommended_engine(point, [], documents_in_flight=8, max_waiting=256)
+    assert engine["max_waiting"] == 1600 - 128
+    assert "max_waiting" not in recommended_engine(point, [], 8, max_waiting=4096)
+    assert "max_waiting" not in recommended_engine(point, [])  # sentence traffic
+    assert "scheduling" not in engine
+    ranked = replace(point, scheduling="shortest_first")
+    assert recommended_engine(ranked, [])["scheduling"] == "shortest_first"
+
+
+def _mixed(scheduling: str, p95: float, tokens: float, errors: int = 0) -> Point:
+    return Point(
+        64,
+        8192,
+        tokens,
+        p95 / 2,
+        p95,
+        errors=errors,
+        scheduling=scheduling,
+        sentence_p95_alone=0.4,
+        document_p95=12.0,
+    )
+
+
+def test_scheduling_verdict_for_mixed_traffic() -> None:
+    slo = Slo()
+    fcfs = _mixed("fcfs", 3.0, 1000.0)
+    # sentences' p95 halved at the same throughput: the fair share wins
+    verdict = scheduling_verdict(fcfs, _mixed("shortest_first", 1.5, 990.0), slo, 0.03)
+    assert verdict["better"] == "shortest_first"
+    assert verdict["measured"] == ["fcfs", "shortest_first"]
+    assert verdict["reason"].startswith("scheduling shortest_first for mixed traffic: short")
+    # ... but not if it costs the documents' throughput
+    assert scheduling_verdict(fcfs, _mixed("shortest_first", 1.5, 800.0), slo, 0.03)["better"] == (
+        "fcfs"
+    )
+    # within noise: stay with what was chosen
+    assert scheduling_verdict(fcfs, _mixed("shortest_first", 2.95, 1000.0), slo, 0.03)[
+        "better"
+    ] == ("fcfs")
+    # errors never win
+    assert scheduling_verdict(fcfs, _mixed("shortest_first", 1.0, 1000.0, 1), slo, 0.03)[
+        "better"
+    ] == ("fcfs")
+    # meeting the SLO where the other does not wins even at some cost
+    tight = Slo(p95=2.0)
+    assert scheduling_verdict(fcfs, _mixed("shortest_first", 1.5, 700.0), tight, 0.03)[
+        "better"
+    ] == ("shortest_first")
+
+
+def test_documents_report_names_its_units(tmp_path: Path) -> None:
+    results = _results()
+    results |= {
+        "traffic": "documents",
+        "unit": "documents/s",
+        "latency": "document p95",
+        "documents": None,
+        "document_concurrency": None,
+    }
+    for point in results["points"]:
+        point |= {
+            "scheduling": "fcfs",
+            "documents_per_s": point["rps"],
+            "segments_per_s": point["rps"] * 100,
+            "document_p95": point["p95"],
+            "overloaded_retries": 0,
+        }
+    report.write(results, tmp_path)
+    table = (tmp_path / "tune.md").read_text()
+    head = next(line for line in table.splitlines() if line.startswith("| phase"))
+    assert "| documents/s |" in head
+    assert "| segments/s |" in head
+    assert "req/s" not in head
+    assert "documents traffic" in table.splitlines()[0]
+    rows = [line for line in table.splitlines() if line.startswith("| sweep")]
+    assert all(line.count("|") == head.count("|") for line in rows)

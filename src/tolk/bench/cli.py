@@ -29,7 +29,11 @@ console = Console(width=None if sys.stdout.isatty() else 170)
 ConfigOption = Annotated[Path, typer.Option(help="tolk config holding the model.")]
 ModelOption = Annotated[str, typer.Option(help="The model, by its name in the config.")]
 WorkloadOption = Annotated[
-    str, typer.Option(help="uniform, variable, articles, documents, or a JSONL file.")
+    str,
+    typer.Option(
+        help="uniform, variable, articles, documents, a JSONL file, or a directory of your own "
+        "documents (.txt .md .html .srt .vtt; en to de)."
+    ),
 ]
 ItemsOption = Annotated[int, typer.Option(help="Distinct texts generated.")]
 SeedOption = Annotated[int, typer.Option(help="Seed of the generated workload.")]

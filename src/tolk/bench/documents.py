@@ -30,7 +30,7 @@ from rich.table import Table
 from tolk import sse
 from tolk.bench.loadgen import BYPASS_MEMORY
 from tolk.bench.run import progress_callback
-from tolk.bench.scrape import TimelineSampler
+from tolk.bench.scrape import TimelineSampler, engine_summary, snapshot
 from tolk.bench.stats import percentile
 from tolk.bench.workloads import WorkItem, Workload
 
@@ -99,59 +99,86 @@ async def load(
     session: aiohttp.ClientSession,
     workload: Workload,
     concurrency: int,
-    documents: int,
+    documents: int | None,
     progress: Progress | None,
+    *,
+    stop: asyncio.Event | None = None,
+    warmup: int = 0,
 ) -> dict[str, Any]:
-    advance = progress_callback(progress, f"load: {concurrency} documents at once", documents)
+    """A closed loop of `concurrency` documents: `documents` of them, or (None) until `stop`
+    is set; each in flight finishes. `warmup` documents run first, unrecorded."""
+    if documents is None and stop is None:
+        raise ValueError("give a number of documents or a stop event")
     stream = workload.stream()
+    if warmup:
+        await asyncio.gather(*(_document(session, next(stream)) for _ in range(warmup)))
+    total = documents
+    advance = progress_callback(progress, f"load: {concurrency} documents at once", total)
     latencies: list[float] = []
-    segments = 0
+    segments: list[int] = []
+    output_tokens = 0
     retries = 0
     remaining = documents
 
     async def client() -> None:
-        nonlocal segments, retries, remaining
-        while remaining > 0:
-            remaining -= 1
-            item = next(stream)
+        nonlocal output_tokens, retries, remaining
+        while (remaining is None or remaining > 0) and not (stop is not None and stop.is_set()):
+            if remaining is not None:
+                remaining -= 1
             started = time.perf_counter()
-            while True:
-                async with session.post("/translate", json=item.body()) as response:
-                    data = await response.json()
-                    if response.status == 503 and data["error"]["code"] == "overloaded":
-                        retries += 1
-                        await asyncio.sleep(float(response.headers.get("Retry-After", "1")))
-                        continue
-                    if response.status != 200:
-                        raise RuntimeError(f"HTTP {response.status}: {json.dumps(data)[:300]}")
-                    break
+            data, tried = await _document(session, next(stream))
             latencies.append(time.perf_counter() - started)
-            segments += data["usage"]["segments"]
+            segments.append(data["usage"]["segments"])
+            output_tokens += data["usage"]["completion_tokens"]
+            retries += tried
             advance(1)
 
+    before = await snapshot(session)
     sampler = TimelineSampler(session, interval=0.5)
     started = time.monotonic()
     sampler.start(started)
     await asyncio.gather(*(client() for _ in range(concurrency)))
     seconds = time.monotonic() - started
     timeline = await sampler.stop()
+    engine = engine_summary(before, await snapshot(session))
     busy = [p for p in timeline if p.running + p.waiting > 0]
+    done = len(latencies)
     return {
         "concurrency": concurrency,
-        "documents": documents,
+        "documents": done,
         "seconds": seconds,
-        "documents_per_s": documents / seconds,
-        "segments_per_s": segments / seconds,
+        "documents_per_s": done / seconds,
+        "segments_per_s": sum(segments) / seconds,
+        "output_tokens_per_s": output_tokens / seconds,
+        "segments_per_document_max": max(segments, default=0),
         "latency_p50_s": percentile(latencies, 50),
         "latency_p95_s": percentile(latencies, 95),
         "overloaded_retries": retries,
         "mean_running": sum(p.running for p in busy) / max(1, len(busy)),
         "mean_waiting": sum(p.waiting for p in busy) / max(1, len(busy)),
+        "kv_cache_peak": max((p.kv_cache for p in timeline), default=float("nan")),
+        "engine": engine,
         "timeline": [
             {"t": p.t, "running": p.running, "waiting": p.waiting, "kv_cache": p.kv_cache}
             for p in timeline
         ],
     }
+
+
+async def _document(session: aiohttp.ClientSession, item: WorkItem) -> tuple[Any, int]:
+    """One document translated, and how many times a 503 `overloaded` was retried after its
+    Retry-After, as a client should."""
+    retries = 0
+    while True:
+        async with session.post("/translate", json=item.body()) as response:
+            data = await response.json()
+            if response.status == 503 and data["error"]["code"] == "overloaded":
+                retries += 1
+                await asyncio.sleep(float(response.headers.get("Retry-After", "1")))
+                continue
+            if response.status != 200:
+                raise RuntimeError(f"HTTP {response.status}: {json.dumps(data)[:300]}")
+            return data, retries
 
 
 def cost(workload: Workload, tokenizer_path: Path | None, rounds: int = 5) -> list[dict[str, Any]]:

@@ -9,6 +9,8 @@
 - `documents`: the case-study articles whole (Part 1 and Part 2, English to Nepali and the
   Nepali translations back), each as plain text and as markdown: 8 documents, 4-12 KB.
 - a JSONL file: one `{"text", "source_lang", "target_lang"}` object per line (and `format`).
+- a directory: each file in it one document (your own: .txt, .md, .html, .srt, .vtt; the format
+  from the suffix), translated from `source` to `target`.
 
 Lengths are in approximate tokens: texts are spans of real English prose, sized by words at
 0.75 words per token (typical of English under BPE tokenizers). The load generator talks to
@@ -166,6 +168,30 @@ def from_jsonl(path: Path) -> Workload:
     return Workload(path.stem, tuple(items))
 
 
+SUFFIXES: dict[str, Format] = {
+    ".txt": "text",
+    ".md": "markdown",
+    ".markdown": "markdown",
+    ".html": "html",
+    ".htm": "html",
+    ".srt": "srt",
+    ".vtt": "vtt",
+}
+
+
+def from_directory(path: Path, source: str = "en", target: str = "de") -> Workload:
+    """Each file of `path` (by name) as one document, its format from its suffix."""
+    items = []
+    for file in sorted(path.iterdir()):
+        fmt = SUFFIXES.get(file.suffix.lower())
+        if fmt is None or not file.is_file():
+            continue
+        items.append(WorkItem(file.read_text(encoding="utf-8"), source, target, fmt))
+    if not items:
+        raise ValueError(f"{path} holds no documents ({', '.join(SUFFIXES)})")
+    return Workload(path.name, tuple(items))
+
+
 def load(
     spec: str, n: int = 200, seed: int = 0, source: str = "en", target: str = "de"
 ) -> Workload:
@@ -179,6 +205,11 @@ def load(
     if spec == "documents":
         return documents()
     path = Path(spec)
+    if path.is_dir():
+        return from_directory(path, source, target)
     if path.exists():
         return from_jsonl(path)
-    raise ValueError(f"unknown workload '{spec}': use {', '.join(BUILTIN)} or a JSONL file path")
+    raise ValueError(
+        f"unknown workload '{spec}': use {', '.join(BUILTIN)}, a JSONL file or a directory of "
+        "documents"
+    )

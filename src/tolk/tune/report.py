@@ -47,12 +47,46 @@ def _f(value: Any, digits: int = 2, scale: float = 1.0) -> str:
     return f"{value * scale:.{digits}f}"
 
 
+# Beside the sentence columns, for documents and mixed traffic.
+DOCUMENT_HEADERS = ["sched", "docs/s", "segments/s", "doc p95 s", "retries"]
+MIXED_HEADERS = ["sentence p95 alone s"]
+
+
+def headers(results: dict[str, Any]) -> list[str]:
+    traffic = results.get("traffic", "sentences")
+    unit = results.get("unit", "req/s")
+    out = [unit if h == "req/s" else h for h in HEADERS[:-1]]
+    if traffic != "sentences":
+        out += DOCUMENT_HEADERS
+    if traffic == "mixed":
+        out += MIXED_HEADERS
+    return [*out, ""]
+
+
+def row(results: dict[str, Any], point: dict[str, Any]) -> list[str]:
+    cells = point_row(point, results["choice"])
+    traffic = results.get("traffic", "sentences")
+    extra = []
+    if traffic != "sentences":
+        extra += [
+            point.get("scheduling", "fcfs"),
+            _f(point.get("documents_per_s")),
+            _f(point.get("segments_per_s"), 0),
+            _f(point.get("document_p95")),
+            str(point.get("overloaded_retries", 0)),
+        ]
+    if traffic == "mixed":
+        extra.append(_f(point.get("sentence_p95_alone")))
+    return cells[:-1] + extra + cells[-1:]
+
+
 def point_row(point: dict[str, Any], choice: dict[str, Any] | None = None) -> list[str]:
     chosen = (
         choice is not None
         and point["phase"] != "full"
         and point["max_num_seqs"] == choice["max_num_seqs"]
         and point["max_num_batched_tokens"] == choice["max_num_batched_tokens"]
+        and point.get("scheduling", "fcfs") == choice.get("scheduling", "fcfs")
     )
     note = "failed: " + point["failed"] if point.get("failed") else ("<- chosen" if chosen else "")
     return [
@@ -73,23 +107,30 @@ def point_row(point: dict[str, Any], choice: dict[str, Any] | None = None) -> li
 
 
 def table(results: dict[str, Any]) -> Table:
-    out = Table(
-        title=f"tolk tune: {results['model']}, concurrency {results['concurrency']}, "
-        f"{results['workload']['name']} workload"
-    )
-    for header in HEADERS:
-        out.add_column(header, justify="right" if header not in ("phase", "") else "left")
+    out = Table(title=title(results))
+    for header in headers(results):
+        out.add_column(header, justify="right" if header not in ("phase", "sched", "") else "left")
     for point in results["points"]:
-        out.add_row(*point_row(point, results["choice"]))
+        out.add_row(*row(results, point))
     out.caption = summary_lines(results)[0]
     return out
+
+
+def title(results: dict[str, Any]) -> str:
+    traffic = results.get("traffic", "sentences")
+    text = f"tolk tune: {results['model']}, {traffic} traffic, "
+    if traffic == "documents":
+        return text + f"{results['concurrency']} {results['workload']['name']} at once"
+    text += f"{results['workload']['name']} workload at concurrency {results['concurrency']}"
+    if traffic == "mixed":
+        text += f" beside {results['document_concurrency']} {results['documents']['name']} at once"
+    return text
 
 
 def snippet(results: dict[str, Any]) -> str:
     """The recommended settings as YAML to merge into the server config."""
     head = [
-        f"# tolk tune {results['started_at']}: model {results['model']}, "
-        f"{results['workload']['name']} workload at concurrency {results['concurrency']}",
+        f"# {title(results)} ({results['started_at']})",
         f"# {results['choice']['reason']}",
         "# Merge into the server config's entry for this model.",
     ]
@@ -100,7 +141,11 @@ def snippet(results: dict[str, Any]) -> str:
 def slo_text(slo: dict[str, Any]) -> str:
     parts = [
         f"{label} <= {slo[key]:g} s"
-        for key, label in (("p95_s", "p95"), ("ttft_s", "TTFT p95"))
+        for key, label in (
+            ("p95_s", "p95"),
+            ("ttft_s", "TTFT p95"),
+            ("document_p95_s", "document p95"),
+        )
         if slo.get(key) is not None
     ]
     return ", ".join(parts) or "none (any setting without errors)"
@@ -121,6 +166,8 @@ def summary_lines(results: dict[str, Any]) -> list[str]:
             f"sweep stopped after max_num_seqs {sweep['measured'][-1]}{skipped}: "
             f"{sweep['stop_reason']}"
         )
+    if results.get("scheduling"):
+        lines.append(results["scheduling"]["reason"])
     lines += [f"{w['kind']}: {w['message']}" for w in results["waste"]]
     cmp = results.get("comparison")
     if cmp:
@@ -137,20 +184,30 @@ def summary_lines(results: dict[str, Any]) -> list[str]:
 
 
 def markdown(results: dict[str, Any]) -> str:
+    columns = headers(results)
     lines = [
-        f"# tolk tune: {results['model']}",
+        f"# {title(results)}",
         "",
         f"- started: {results['started_at']}",
         f"- config: {results['config']}",
         f"- concurrency: {results['concurrency']} ({results['source'].get('kind', 'given')})",
         f"- workload: {json.dumps(results['workload'])}",
+    ]
+    if results.get("documents"):
+        lines.append(
+            f"- documents beside: {json.dumps(results['documents'])}, "
+            f"{results['document_concurrency']} at once"
+        )
+    lines += [
+        f"- ranked by: {results.get('unit', 'req/s')}; latency: "
+        f"{results.get('latency', 'request p95')}",
         f"- SLO: {slo_text(results['slo'])}",
         f"- per point: {json.dumps(results['per_point'])}",
         "",
-        "| " + " | ".join(h or "note" for h in HEADERS) + " |",
-        "|" + "---|" * len(HEADERS),
+        "| " + " | ".join(h or "note" for h in columns) + " |",
+        "|" + "---|" * len(columns),
     ]
-    lines += ["| " + " | ".join(point_row(p, results["choice"])) + " |" for p in results["points"]]
+    lines += ["| " + " | ".join(row(results, p)) + " |" for p in results["points"]]
     lines += ["", *[f"- {line}" for line in summary_lines(results)], ""]
     lines += ["```yaml", snippet(results).rstrip(), "```", "", "Chart: tune.png.", ""]
     return "\n".join(lines)
@@ -177,7 +234,8 @@ def chart(results: dict[str, Any], path: Path) -> Path:
     if slo is not None:
         ax_p95.axhline(slo, color="red", linestyle=":", label=f"SLO p95 {slo:g} s")
     ticks = sorted({p["max_num_seqs"] for p in results["points"]})
-    for ax, ylabel in ((ax_rps, "requests/s"), (ax_p95, "p95 latency (s)")):
+    unit, latency = results.get("unit", "requests/s"), results.get("latency", "p95 latency")
+    for ax, ylabel in ((ax_rps, unit), (ax_p95, f"{latency} (s)")):
         ax.set_xscale("log", base=2)
         ax.set_xticks(ticks, [str(t) for t in ticks])
         ax.minorticks_off()
@@ -185,10 +243,7 @@ def chart(results: dict[str, Any], path: Path) -> Path:
         ax.set_ylabel(ylabel)
         ax.grid(alpha=0.3)
         ax.legend(fontsize=8)
-    fig.suptitle(
-        f"tolk tune: {results['model']}, {results['workload']['name']} workload at "
-        f"concurrency {results['concurrency']}"
-    )
+    fig.suptitle(title(results), fontsize=10)
     return save_figure(fig, path)
 
 

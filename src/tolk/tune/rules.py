@@ -17,7 +17,10 @@ MiB = 2**20
 
 @dataclass(frozen=True)
 class Point:
-    """One measured setting."""
+    """One measured setting. `rps`, `p50` and `p95` are what the sweep ranks and the SLO
+    reads, in the traffic's terms (`TRAFFIC`): requests for sentences, documents for
+    documents; for mixed traffic the throughput is output tokens/s of both kinds together and
+    the latency is the sentences' (while documents run). The other traffic's figures beside."""
 
     max_num_seqs: int
     max_num_batched_tokens: int
@@ -30,8 +33,16 @@ class Point:
     preemptions: float = 0.0
     kv_peak: float = float("nan")  # fraction of the KV cache in use at the peak
     seconds: float = 0.0  # wall time to measure it, engine start-up included
-    phase: str = "sweep"  # sweep | batched_tokens | full
+    phase: str = "sweep"  # sweep | batched_tokens | scheduling | full
+    scheduling: str = "fcfs"  # the engine's scheduling policy (EngineSettings.scheduling)
     failed: str | None = None  # why the setting could not be measured (e.g. engine refused it)
+    documents_per_s: float | None = None  # documents and mixed traffic
+    segments_per_s: float | None = None
+    document_p95: float | None = None
+    segments_per_document: int | None = None  # the most segments one document brought
+    overloaded_retries: int = 0  # documents refused (503) and sent again after Retry-After
+    sentence_rps: float | None = None  # mixed traffic: the sentences' requests/s with documents
+    sentence_p95_alone: float | None = None  # ... and their p95 before documents arrived
 
     @property
     def setting(self) -> tuple[int, int]:
@@ -61,6 +72,7 @@ class StopRule:
     patience: int = 2
     concurrency: int | None = None
     order: str = "up"
+    unit: str = "req/s"  # the throughput's unit, for the reasons given
 
     def sequence(self, candidates: Sequence[int]) -> list[int]:
         """The candidates in the order this rule sweeps them."""
@@ -85,14 +97,14 @@ class StopRule:
         if last.p95 > best.p95 * (1 + self.latency_rise):
             return (
                 f"throughput fell below max_num_seqs {best.max_num_seqs}'s ({best.rps:.2f} -> "
-                f"{last.rps:.2f} req/s at {last.max_num_seqs}) and p95 rose "
+                f"{last.rps:.2f} {self.unit} at {last.max_num_seqs}) and p95 rose "
                 f"{(last.p95 / best.p95 - 1) * 100:.0f}% ({best.p95:.2f} -> {last.p95:.2f} s); "
                 "smaller settings only queue more"
             )
         if worse >= self.patience:
             return (
                 f"{worse} settings in a row below max_num_seqs {best.max_num_seqs}'s "
-                f"{best.rps:.2f} req/s"
+                f"{best.rps:.2f} {self.unit}"
             )
         return None
 
@@ -125,26 +137,39 @@ class StopRule:
         if last.p95 > best.p95 * (1 + self.latency_rise):
             return (
                 f"throughput stopped improving after max_num_seqs {best.max_num_seqs} "
-                f"({best.rps:.2f} req/s; {last.rps:.2f} at {last.max_num_seqs}) and p95 rose "
+                f"({best.rps:.2f} {self.unit}; {last.rps:.2f} at {last.max_num_seqs}) and p95 rose "
                 f"{(last.p95 / best.p95 - 1) * 100:.0f}% ({best.p95:.2f} -> {last.p95:.2f} s)"
             )
         if since >= self.patience:
             return (
                 f"throughput has not improved by {self.min_gain:.0%} in {since} settings after "
-                f"max_num_seqs {best.max_num_seqs} ({best.rps:.2f} req/s)"
+                f"max_num_seqs {best.max_num_seqs} ({best.rps:.2f} {self.unit})"
             )
         return None
+
+
+# What each kind of traffic ranks by and which latency its SLO reads.
+TRAFFIC = {
+    "sentences": ("req/s", "request p95"),
+    "documents": ("documents/s", "document p95"),
+    "mixed": ("output tokens/s", "sentence p95 beside documents"),
+}
 
 
 @dataclass(frozen=True)
 class Slo:
     p95: float | None = None
     ttft: float | None = None
+    document_p95: float | None = None  # mixed traffic: the documents' own p95
 
     def met_by(self, point: Point) -> bool:
         if point.failed is not None or point.errors > 0:
             return False
         if self.p95 is not None and not point.p95 <= self.p95:
+            return False
+        if self.document_p95 is not None and not (
+            point.document_p95 is not None and point.document_p95 <= self.document_p95
+        ):
             return False
         if self.ttft is not None:
             return point.ttft_p95 is not None and point.ttft_p95 <= self.ttft
@@ -156,6 +181,8 @@ class Slo:
             parts.append(f"p95 <= {self.p95:g} s")
         if self.ttft is not None:
             parts.append(f"TTFT p95 <= {self.ttft:g} s")
+        if self.document_p95 is not None:
+            parts.append(f"document p95 <= {self.document_p95:g} s")
         return ", ".join(parts) or "none (no errors)"
 
 
@@ -166,7 +193,7 @@ class Choice:
     reason: str
 
 
-def choose(points: Sequence[Point], slo: Slo, tie: float = 0.03) -> Choice:
+def choose(points: Sequence[Point], slo: Slo, tie: float = 0.03, unit: str = "req/s") -> Choice:
     """The highest-throughput setting that meets the SLO. Settings within `tie` of the best
     count as equal (the machine's noise), and among them the smallest wins: the same
     throughput for less KV cache and scheduler work, the case study's 16 over 64. Without any
@@ -187,13 +214,13 @@ def choose(points: Sequence[Point], slo: Slo, tie: float = 0.03) -> Choice:
     near = [p for p in ok if p.rps >= top.rps * (1 - tie)]
     chosen = min(near, key=lambda p: p.setting)
     reason = (
-        f"highest throughput meeting the SLO ({slo.describe()}): {chosen.rps:.2f} req/s, "
+        f"highest throughput meeting the SLO ({slo.describe()}): {chosen.rps:.2f} {unit}, "
         f"p95 {chosen.p95:.2f} s"
     )
     if chosen is not top:
         reason += (
             f"; max_num_seqs {top.max_num_seqs}/batched tokens {top.max_num_batched_tokens} "
-            f"measured {top.rps:.2f} req/s, within {tie:.0%} (noise), so the smaller setting wins"
+            f"measured {top.rps:.2f} {unit}, within {tie:.0%} (noise), so the smaller setting wins"
         )
     return Choice(chosen, True, reason)
 
