@@ -1,5 +1,5 @@
 """Command-line entry points: `tolk serve`, `tolk translate`, `tolk make-test-model`,
-`tolk bench`, `tolk tune`, `tolk proxy`, `tolk fleet`, `tolk keys`."""
+`tolk bench`, `tolk tune`, `tolk proxy`, `tolk fleet`, `tolk keys`, `tolk deploy`."""
 
 from __future__ import annotations
 
@@ -37,6 +37,7 @@ app = typer.Typer(
 
 def _add_subcommands() -> None:
     from tolk.bench.cli import app as bench_app
+    from tolk.deploy_cli import app as deploy_app
     from tolk.fleet_cli import fleet_command
     from tolk.keys_cli import app as keys_app
     from tolk.models.cli import fetch_model_command
@@ -48,6 +49,7 @@ def _add_subcommands() -> None:
     app.add_typer(bench_app, name="bench")
     app.add_typer(keys_app, name="keys")
     app.add_typer(memories_app, name="memories")
+    app.add_typer(deploy_app, name="deploy")
     app.command("translate")(translate_command)
     app.command("tune")(tune_command)
     app.command("proxy")(proxy_command)
