@@ -20,6 +20,7 @@ from tolk.tune.rules import MiB, Point, Slo, StopRule, choose, waste
 from tolk.tune.sweep import (
     batched_tokens_around,
     choice_json,
+    edge_warnings,
     recommended_engine,
     scheduling_verdict,
 )
@@ -364,3 +365,15 @@ def test_documents_report_names_its_units(tmp_path: Path) -> None:
     assert "documents traffic" in table.splitlines()[0]
     rows = [line for line in table.splitlines() if line.startswith("| sweep")]
     assert all(line.count("|") == head.count("|") for line in rows)
+
+
+def test_a_choice_at_the_grids_edge_while_rising_is_flagged() -> None:
+    rising = [Point(m, 8192, r, 1.0, 2.0) for m, r in ((64, 1.2), (128, 1.57), (256, 2.31))]
+    final = choose(rising, Slo(), unit="documents/s")
+    assert final.point.max_num_seqs == 256
+    (warning,) = edge_warnings(rising, final, (16, 64, 128, 256), "documents/s")
+    assert "max_num_seqs 256 (1.57 -> 2.31 documents/s from 128)" in warning
+    flat = [*rising[:2], Point(256, 8192, 1.58, 1.0, 2.0)]
+    assert edge_warnings(flat, choose(flat, Slo()), (64, 128, 256), "req/s") == []
+    # a grid that goes further than the choice: nothing to say
+    assert edge_warnings(rising, final, (64, 128, 256, 512), "documents/s") == []

@@ -219,6 +219,6 @@ def _point_line(p: Point, unit: str) -> str:
     if p.sentence_p95_alone is not None:
         line += f" (alone {p.sentence_p95_alone:.2f} s)"
     if p.segments_per_s is not None:
-        line += f"; documents {p.documents_per_s:.2f}/s, {p.segments_per_s:.0f} segments/s"
+        line += f"; documents {p.documents_per_s:.2f}/s, {p.segments_per_s:.1f} segments/s"
         line += f", document p95 {p.document_p95:.2f} s, {p.overloaded_retries} retries"
     return line + f", KV peak {p.kv_peak:.0%}, {p.seconds:.0f} s"

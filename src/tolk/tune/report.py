@@ -71,7 +71,7 @@ def row(results: dict[str, Any], point: dict[str, Any]) -> list[str]:
         extra += [
             point.get("scheduling", "fcfs"),
             _f(point.get("documents_per_s")),
-            _f(point.get("segments_per_s"), 0),
+            _f(point.get("segments_per_s"), 1),
             _f(point.get("document_p95")),
             str(point.get("overloaded_retries", 0)),
         ]
@@ -168,6 +168,7 @@ def summary_lines(results: dict[str, Any]) -> list[str]:
         )
     if results.get("scheduling"):
         lines.append(results["scheduling"]["reason"])
+    lines += [f"WARNING: {w}" for w in results.get("warnings", [])]
     lines += [f"{w['kind']}: {w['message']}" for w in results["waste"]]
     cmp = results.get("comparison")
     if cmp:

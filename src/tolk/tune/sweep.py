@@ -295,6 +295,7 @@ class Sweep:
 
         kv_bytes = kv_cache_bytes(self.settings, on_cpu())
         flags = waste(final.point, kv_bytes)
+        warnings = edge_warnings(sweep, final, plan.candidates, plan.unit)
         return {
             "schema": SCHEMA,
             "started_at": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
@@ -325,6 +326,7 @@ class Sweep:
             },
             "choice": choice_json(final),
             "waste": [asdict(w) for w in flags],
+            "warnings": warnings,
             "recommended_engine": recommended_engine(
                 final.point, flags, plan.documents_in_flight(), self.settings.engine.max_waiting
             ),
@@ -365,6 +367,25 @@ def _document_rank(docs: dict[str, Any]) -> dict[str, Any]:
         "segments_per_document": docs["segments_per_document_max"],
         "overloaded_retries": docs["overloaded_retries"],
     }
+
+
+def edge_warnings(
+    sweep: list[Point], final: Choice, candidates: tuple[int, ...], unit: str
+) -> list[str]:
+    """What the grid could not show: the choice at its largest candidate while throughput
+    was still rising (a larger one may be faster still), or at its smallest while falling."""
+    measured = sorted((p for p in sweep if p.failed is None), key=lambda p: p.max_num_seqs)
+    if len(measured) < 2 or not final.met_slo:
+        return []
+    chosen = final.point.max_num_seqs
+    below, top = measured[-2], measured[-1]
+    if chosen == max(candidates) == top.max_num_seqs and top.rps > below.rps * 1.03:
+        return [
+            f"throughput was still rising at the largest candidate, max_num_seqs {chosen} "
+            f"({below.rps:.2f} -> {top.rps:.2f} {unit} from {below.max_num_seqs}): larger "
+            "values were not tried; add them to --candidates"
+        ]
+    return []
 
 
 def choice_json(choice: Choice) -> dict[str, Any]:
