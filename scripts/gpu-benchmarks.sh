@@ -3,6 +3,8 @@
 # vLLM importable): tolk's own commands, one step after another, each writing JSON, markdown
 # and charts under $RESULTS/<step>. Steps (default: all, in this order):
 #   smoke journey overhead run-1b baseline-1b profile versus tune run-7b
+# and the documents steps (issue 25; not in the default list):
+#   tune-docs documents-1b mixed-1b documents-7b (documents-7b-16 edge-1b: its follow-ups)
 #
 #   bash scripts/gpu-benchmarks.sh [STEP...]
 #
@@ -111,6 +113,88 @@ step_run-7b() {
     --concurrency 1,4,16,25,64 --duration 20 --warmup 8 --timeline-interval 0.1 \
     --out "$RESULTS/run-7b"
   unserve
+}
+
+tuned() {  # tuned CONFIG OUT: CONFIG with tune-docs' recommendation merged into its model
+  "$PY" - "$1" "$RESULTS/tune-docs/recommended.yaml" "$2" <<'PY'
+import sys, yaml
+config, rec, out = sys.argv[1:]
+data = yaml.safe_load(open(config))
+data["models"][0]["engine"].update(yaml.safe_load(open(rec))["models"][0]["engine"])
+data["models"][0]["engine"].pop("kv_cache_memory_bytes", None)  # GPU: gpu_memory_utilization
+yaml.safe_dump(data, open(out, "w"), sort_keys=False)
+PY
+}
+
+chosen() {  # the max_num_seqs tune-docs chose
+  "$PY" -c "import json; print(json.load(open('$RESULTS/tune-docs/tune.json'))['choice']['max_num_seqs'])"
+}
+
+step_tune-docs() {  # documents traffic: the batch that serves 8 articles at once, upward
+  "${TOLK[@]}" tune --config $C1 --model $M1 --traffic documents --concurrency 8 \
+    --requests 16 --warmup 2 --candidates 16,32,64,128,256 --batched-tokens 4096,16384 \
+    --out "$RESULTS/tune-docs"
+}
+
+step_documents-1b() {  # every article idle (split vs floor vs none) and loaded, as tuned
+  tuned $C1 configs/tuned-1b.yaml || return 1
+  cp configs/tuned-1b.yaml "$RESULTS/documents-1b/"
+  serve documents-1b/serve "${TOLK[@]}" serve --config configs/tuned-1b.yaml --port 8000 \
+    || return 1
+  "${TOLK[@]}" bench documents --url http://127.0.0.1:8000 --concurrency 8 --documents 24 \
+    --tokenizer models/1b --out "$RESULTS/documents-1b"
+  unserve
+}
+
+step_mixed-1b() {  # sentences at 16 beside 4 documents, at the tuned batch, both policies
+  tuned $C1 configs/tuned-1b.yaml || return 1
+  "${TOLK[@]}" tune --config configs/tuned-1b.yaml --model $M1 --traffic mixed \
+    --concurrency 16 --document-concurrency 4 --workload variable --duration 15 --warmup 8 \
+    --candidates "$(chosen)" --batched-tokens "$(chosen_tokens)" --out "$RESULTS/mixed-1b"
+}
+
+chosen_tokens() {
+  "$PY" -c "import json; print(json.load(open('$RESULTS/tune-docs/tune.json'))['choice']['max_num_batched_tokens'])"
+}
+
+documents_at() {  # documents_at CONFIG SEQS TOKENS OUT DOCS: bench documents at that batch
+  local config=$1 seqs=$2 tokens=$3 out=$4 docs=$5
+  "$PY" - "$config" "$seqs" "$tokens" configs/documents-at.yaml <<'PY'
+import sys, yaml
+config, seqs, tokens, out = sys.argv[1:]
+data = yaml.safe_load(open(config))
+engine = data["models"][0]["engine"]
+# a queue that admits 8 articles whole, at every batch size alike
+engine.update(max_num_seqs=int(seqs), max_num_batched_tokens=int(tokens), max_waiting=2048)
+yaml.safe_dump(data, open(out, "w"), sort_keys=False)
+PY
+  mkdir -p "$RESULTS/$out"
+  cp configs/documents-at.yaml "$RESULTS/$out/config.yaml"
+  serve "$out/serve" "${TOLK[@]}" serve --config configs/documents-at.yaml --port 8000 || return 1
+  "${TOLK[@]}" bench documents --url http://127.0.0.1:8000 --concurrency 8 --documents "$docs" \
+    --tokenizer "$(dirname "$config")/$(yq_path "$config")" --out "$RESULTS/$out"
+  unserve
+}
+
+yq_path() {  # the model path a config names (relative to the config's directory)
+  "$PY" -c "import sys, yaml; print(yaml.safe_load(open(sys.argv[1]))['models'][0]['path'])" "$1"
+}
+
+step_documents-7b() {  # the 7B shape: the 1B's tuned batch, then the case study's 16
+  model 7b || return 1
+  documents_at configs/gpu-7b.yaml "$(chosen)" "$(chosen_tokens)" "documents-7b/seqs-$(chosen)" 16 \
+    || return 1
+  documents_at configs/gpu-7b.yaml 16 8192 documents-7b/seqs-16 16
+}
+
+step_documents-7b-16() {  # the 7B shape at the case study's 16 alone
+  model 7b || return 1
+  documents_at configs/gpu-7b.yaml 16 8192 documents-7b/seqs-16 16
+}
+
+step_edge-1b() {  # past the tuned grid's edge: a wider batch, and a prefill of one step
+  documents_at $C1 512 8192 edge-1b/seqs-512 24 || return 1
+  documents_at $C1 256 32768 edge-1b/tokens-32768 24
 }
 
 steps=("$@")
