@@ -35,8 +35,13 @@ demo-model: setup
 real-model: setup
 	@[ -f $(REAL_MODEL)/tolk-model.json ] || $(BIN)/tolk fetch-model
 
+# On a machine with an NVIDIA GPU (as scripts/bootstrap.sh decides: nvidia-smi lists one) the
+# GPU config: a batch sized for documents by `tolk tune --traffic documents`.
+SERVE_CONFIG ?= $(shell nvidia-smi -L 2>/dev/null | grep -q GPU \
+	&& echo configs/gpu-qwen2.5-coder-0.5b.yaml || echo configs/qwen2.5-coder-0.5b.yaml)
+
 serve: real-model
-	$(BIN)/tolk serve --config configs/qwen2.5-coder-0.5b.yaml --host $(HOST) --port $(PORT)
+	$(BIN)/tolk serve --config $(SERVE_CONFIG) --host $(HOST) --port $(PORT)
 
 lint: setup
 	$(BIN)/ruff check src tests
