@@ -43,7 +43,11 @@ def tune_command(
         float, typer.Option(help="With --from-server: tune for this quantile of busy concurrency.")
     ] = 0.95,
     concurrency: Annotated[
-        int | None, typer.Option(help="Concurrent requests to tune for (default 20).")
+        int | None,
+        typer.Option(
+            help="Concurrent requests to tune for (default 20; with --traffic documents, "
+            "documents at once, default 8; with mixed, the sentences)."
+        ),
     ] = None,
     traffic: Annotated[
         str,
@@ -86,7 +90,11 @@ def tune_command(
         ),
     ] = None,
     slo_p95: Annotated[
-        float | None, typer.Option(help="Latency SLO: p95 seconds a setting must meet.")
+        float | None,
+        typer.Option(
+            help="Latency SLO: p95 seconds a setting must meet (a request's; with --traffic "
+            "documents a document's; with mixed the sentences' beside the documents)."
+        ),
     ] = None,
     slo_ttft: Annotated[
         float | None, typer.Option(help="Time-to-first-token SLO: engine p95 seconds.")

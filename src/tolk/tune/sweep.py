@@ -27,13 +27,14 @@ from tolk.tune.rules import TRAFFIC, Choice, Point, Slo, StopRule, Waste, choose
 SCHEMA = "tolk.tune/1"
 DEFAULT_CANDIDATES = (1, 2, 4, 8, 16, 32, 64)
 # Documents bring hundreds of segments at once: the batch that serves them is larger than any
-# sentence traffic's (on an H100, 128 ran an article 2.5x faster than the case study's 16).
+# sentence traffic's (on an H100 the tuner chose 256 for the 1B shape: 4x the documents/s of
+# the case study's 16; docs/benchmarks.md section 12).
 DOCUMENT_CANDIDATES = (16, 32, 64, 128, 256)
 # Slow settings (max_num_seqs 1 at concurrency 20) must show up as latency, not as 504s.
 TUNE_REQUEST_TIMEOUT = 900.0
 # Documents in flight bring hundreds of segments each; the queue must admit them all, or
-# the sweep measures 503s and retries rather than the engine (the case study's 12 KB article
-# is 131 segments, its 8 KB Nepali one 197).
+# the sweep measures 503s and retries rather than the engine (the case study's articles are
+# 30-245 segments).
 SEGMENTS_PER_DOCUMENT = 512
 
 
@@ -373,7 +374,7 @@ def edge_warnings(
     sweep: list[Point], final: Choice, candidates: tuple[int, ...], unit: str
 ) -> list[str]:
     """What the grid could not show: the choice at its largest candidate while throughput
-    was still rising (a larger one may be faster still), or at its smallest while falling."""
+    was still rising there (a larger one may be faster still)."""
     measured = sorted((p for p in sweep if p.failed is None), key=lambda p: p.max_num_seqs)
     if len(measured) < 2 or not final.met_slo:
         return []
