@@ -19,6 +19,7 @@ import yaml
 
 from tests.helpers import REPO, model_config, runtime_env, still_running
 from tolk.fleet_cli import READY
+from tolk.local.fleet import place, visible_gpus
 
 URL_ROW = re.compile(r"│ (?P<what>[^│]+?) +│ (?P<url>http://127\.0\.0\.1:\d+) +│")
 
@@ -27,20 +28,18 @@ URL_ROW = re.compile(r"│ (?P<what>[^│]+?) +│ (?P<url>http://127\.0\.0\.1:\
 def test_a_fleet_starts_serves_and_stops_without_leftovers(
     tmp_path: Path, test_model: Path
 ) -> None:
+    """Two servers serving different pairs (a config each), each placed on its own "GPU"
+    (CUDA_VISIBLE_DEVICES, which the CPU engine ignores), the proxy routing by pair."""
     out = tmp_path / "fleet.out"
     family: list[psutil.Process] = []
-    config = tmp_path / "fleet.yaml"
-    config.write_text(
-        yaml.safe_dump(
-            {
-                "server": {"shutdown_grace": 5},
-                "models": [model_config("demo", test_model, languages=["en", "de"])],
-            }
-        )
-    )
+    configs = []
+    for target in ("de", "fr"):
+        config = tmp_path / f"fleet-{target}.yaml"
+        model = model_config("demo", test_model, languages=["en", target])
+        config.write_text(yaml.safe_dump({"server": {"shutdown_grace": 5}, "models": [model]}))
+        configs += ["--config", str(config)]
     command = [
-        sys.executable, "-m", "tolk", "fleet", "--config", str(config), "--servers", "1",
-        "--port", "0",
+        sys.executable, "-m", "tolk", "fleet", *configs, "--gpus", "3,5", "--port", "0",
         "--prometheus-port", "0", "--scrape-interval", "1", "--workdir", str(tmp_path / "run"),
     ]  # fmt: skip
     with out.open("wb") as sink:
@@ -56,15 +55,20 @@ def test_a_fleet_starts_serves_and_stops_without_leftovers(
         family = psutil.Process(fleet.pid).children(recursive=True)
         urls = {m["what"]: m["url"] for m in URL_ROW.finditer(out.read_text())}
         proxy = urls["proxy (send requests here)"]
-        assert set(urls) >= {"proxy (send requests here)", "server 1"}
+        assert set(urls) >= {"proxy (send requests here)", "server 1 (GPU 3)", "server 2 (GPU 5)"}
+        # each server process (tolk serve --config .../server-N.yaml) sees its own GPU
+        for number, gpu in ((1, "3"), (2, "5")):
+            (server,) = [p for p in family if f"server-{number}.yaml" in " ".join(p.cmdline())]
+            assert server.environ()["CUDA_VISIBLE_DEVICES"] == gpu
 
-        answer = httpx.post(
-            f"{proxy}/translate",
-            json={"text": "Good morning.", "source_lang": "en", "target_lang": "de"},
-            timeout=60,
-        )
-        assert answer.status_code == 200, answer.text
-        assert answer.headers["x-tolk-upstream"] == urls["server 1"]
+        for target, server in (("de", "server 1 (GPU 3)"), ("fr", "server 2 (GPU 5)")):
+            answer = httpx.post(
+                f"{proxy}/translate",
+                json={"text": "Good morning.", "source_lang": "en", "target_lang": target},
+                timeout=60,
+            )
+            assert answer.status_code == 200, answer.text
+            assert answer.headers["x-tolk-upstream"] == urls[server]
 
         if shutil.which("prometheus") is None:
             assert "no `prometheus` on PATH" in out.read_text()
@@ -124,3 +128,30 @@ def test_what_the_fleet_started_stops_even_if_the_fleet_is_killed(tmp_path: Path
     finally:
         with contextlib.suppress(psutil.NoSuchProcess):
             child.kill()
+
+
+def test_gpus_each_server_gets_one_in_turn() -> None:
+    none = dict[str, str]()
+    assert visible_gpus("auto", none, lambda: 2) == ["0", "1"]
+    assert visible_gpus("auto", none, lambda: 0) == []  # no NVIDIA driver: no placement
+    # CUDA_VISIBLE_DEVICES says which GPUs this process may use: only those are handed out
+    assert visible_gpus("auto", {"CUDA_VISIBLE_DEVICES": "2,3"}, lambda: 8) == ["2", "3"]
+    assert visible_gpus("none", {"CUDA_VISIBLE_DEVICES": "2"}, lambda: 8) == []
+    assert visible_gpus(" 1, GPU-abc ", none, lambda: 0) == ["1", "GPU-abc"]
+    with pytest.raises(ValueError, match="auto, none or a list"):
+        visible_gpus(",", none, lambda: 0)
+    assert place(2, ["0", "1"]) == (["0", "1"], [])
+    assert place(2, []) == ([None, None], [])
+    placed, (note,) = place(3, ["0", "1"])
+    assert placed == ["0", "1", "0"]
+    assert "3 servers on 2 GPU(s)" in note
+
+
+def test_configs_must_be_one_or_one_per_server(tmp_path: Path) -> None:
+    result = subprocess.run(
+        [sys.executable, "-m", "tolk", "fleet", "--config", "configs/demo.yaml", "--config",
+         "configs/demo.yaml", "--servers", "3"],
+        cwd=REPO, env=runtime_env(), capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert result.returncode == 2
+    assert "2 configs for 3 servers" in result.stderr

@@ -26,10 +26,29 @@ def say(line: str, colour: str | None = None) -> None:
 
 
 def fleet_command(
-    servers: Annotated[int, typer.Option(min=1, help="How many `tolk serve` processes.")] = 2,
+    servers: Annotated[
+        int | None,
+        typer.Option(
+            min=1, help="How many `tolk serve` processes (default 2, or one per --config)."
+        ),
+    ] = None,
     config: Annotated[
-        Path, typer.Option("--config", "-c", help="Each server's configuration (its port is set).")
-    ] = DEMO_CONFIG,
+        list[Path] | None,
+        typer.Option(
+            "--config",
+            "-c",
+            help="The servers' configuration (its port is set); given once per server, each "
+            "server its own (e.g. servers serving different language pairs). Default: the demo.",
+        ),
+    ] = None,
+    gpus: Annotated[
+        str,
+        typer.Option(
+            help="Where the servers run: auto (one NVIDIA GPU each, in turn, of those "
+            "CUDA_VISIBLE_DEVICES lists or NVML finds; none found: no placement), none, or "
+            "a list of CUDA device ids such as 0,1."
+        ),
+    ] = "auto",
     port: Annotated[int, typer.Option(help="The proxy's port (0: any free one).")] = 8080,
     prometheus_port: Annotated[
         int, typer.Option(help="Prometheus' port (0: any free one).")
@@ -46,14 +65,26 @@ def fleet_command(
     """Start a whole deployment on loopback: N servers, the proxy in front of them and (with a
     `prometheus` binary) Prometheus with tolk's alerting rules. Prints the URLs; Ctrl-C stops
     them all."""
-    from tolk.local.fleet import start_fleet
+    import os
 
+    from tolk.local.fleet import nvml_device_count, start_fleet, visible_gpus
+
+    paths = config or [DEMO_CONFIG]
+    count = servers or (len(paths) if len(paths) > 1 else 2)
+    if len(paths) > 1 and count != len(paths):
+        raise typer.BadParameter(
+            f"{len(paths)} configs for {count} servers: give --config once, or once per server"
+        )
     try:
-        settings = load_config(config)
-        require_model_directories(settings)
+        settings = [load_config(path) for path in paths]
+        for each in settings:
+            require_model_directories(each)
+        placement = visible_gpus(gpus, os.environ, nvml_device_count)
     except ConfigError as exc:
         typer.secho(str(exc), fg=typer.colors.RED, err=True)
         raise typer.Exit(2) from exc
+    except ValueError as exc:
+        raise typer.BadParameter(str(exc)) from exc
     where = workdir or Path(tempfile.mkdtemp(prefix="tolk-fleet-"))
     stop = threading.Event()
 
@@ -67,9 +98,10 @@ def fleet_command(
     signal.signal(signal.SIGINT, interrupted)
     try:
         fleet = start_fleet(
-            settings,
-            servers,
+            settings if len(settings) > 1 else settings[0],
+            count,
             where.resolve(),
+            gpus=placement,
             proxy_port=port or None,
             prometheus_port=prometheus_port or None,
             prometheus=prometheus,

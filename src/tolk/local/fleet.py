@@ -1,12 +1,16 @@
 """`tolk fleet`: a whole deployment on this machine, on loopback: N `tolk serve` processes,
 the proxy in front of them and, where a `prometheus` binary is installed, Prometheus scraping
 them all with tolk's rules (deploy/prometheus/rules.yml). Stopped as one, by PID; and should
-`tolk fleet` itself be killed outright, each of them gets SIGTERM (parent-death signal)."""
+`tolk fleet` itself be killed outright, each of them gets SIGTERM (parent-death signal).
+
+On a machine with several NVIDIA GPUs each server gets its own (`CUDA_VISIBLE_DEVICES`), the
+case study's scale-out: one engine per GPU, the proxy routing among them."""
 
 from __future__ import annotations
 
+import os
 import shutil
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -63,16 +67,62 @@ def start_prometheus(
     )  # fmt: skip
 
 
+def visible_gpus(spec: str, environ: Mapping[str, str], count: Callable[[], int]) -> list[str]:
+    """The GPUs servers may be placed on. `auto`: those CUDA_VISIBLE_DEVICES lists, else
+    every device NVML counts (`count`; none without an NVIDIA driver); `none`: none (the
+    servers see what this process sees); else a comma-separated list of CUDA device ids or
+    UUIDs, as CUDA_VISIBLE_DEVICES takes them."""
+    if spec == "none":
+        return []
+    if spec != "auto":
+        ids = [g.strip() for g in spec.split(",") if g.strip()]
+        if not ids:
+            raise ValueError(f"--gpus '{spec}': give auto, none or a list such as 0,1")
+        return ids
+    listed = environ.get("CUDA_VISIBLE_DEVICES")
+    if listed is not None:
+        return [g.strip() for g in listed.split(",") if g.strip()]
+    return [str(i) for i in range(count())]
+
+
+def place(servers: int, gpus: Sequence[str]) -> tuple[list[str | None], list[str]]:
+    """Each server's GPU, in turn (none where there are no GPUs), and what to say about it:
+    servers sharing a GPU each take their model's `gpu_memory_utilization` of it."""
+    if not gpus:
+        return [None] * servers, []
+    placed: list[str | None] = [gpus[i % len(gpus)] for i in range(servers)]
+    notes = []
+    if servers > len(gpus):
+        notes.append(
+            f"{servers} servers on {len(gpus)} GPU(s): some share one, and each server's models "
+            "take their gpu_memory_utilization of it; keep their sum per GPU under 1"
+        )
+    return placed, notes
+
+
+def nvml_device_count() -> int:
+    """NVIDIA GPUs on this machine (0 without the driver): the count NVML gives."""
+    from tolk.server.gpu import GpuCollector
+
+    return len(GpuCollector().handles)
+
+
 @dataclass(frozen=True)
 class Fleet:
     servers: list[LocalServer]
     proxy: LocalServer
     prometheus: LocalServer | None
     notes: list[str]
+    gpus: list[str | None] | None = None  # each server's CUDA_VISIBLE_DEVICES, if placed
 
     def members(self) -> list[tuple[str, LocalServer]]:
         """Its processes by name, the one to send requests to first."""
-        servers = [(f"server {i + 1}", s) for i, s in enumerate(self.servers)]
+        servers = [
+            (f"server {i + 1}" + (f" (GPU {gpu})" if gpu is not None else ""), s)
+            for i, (s, gpu) in enumerate(
+                zip(self.servers, self.gpus or [None] * len(self.servers), strict=True)
+            )
+        ]
         tail = [("prometheus", self.prometheus)] if self.prometheus is not None else []
         return [("proxy (send requests here)", self.proxy), *servers, *tail]
 
@@ -93,26 +143,38 @@ class Fleet:
 
 
 def start_fleet(
-    config: TolkConfig,
+    config: TolkConfig | Sequence[TolkConfig],
     count: int,
     workdir: Path,
     *,
+    gpus: Sequence[str] = (),
     proxy_port: int | None = None,
     prometheus_port: int | None = None,
     prometheus: str | None = None,
     scrape_interval: float = 5.0,
     say: Callable[[str], None] = lambda line: None,
 ) -> Fleet:
-    """Start the fleet; on any failure (or Ctrl-C) stop what had started, and raise."""
+    """Start the fleet; on any failure (or Ctrl-C) stop what had started, and raise.
+    `config`: every server's, or one per server (servers serving different pairs); `gpus`:
+    the GPUs to place the servers on, one each in turn (`place`)."""
+    configs = [config] * count if isinstance(config, TolkConfig) else list(config)
+    if len(configs) != count:
+        raise ValueError(f"{len(configs)} configs for {count} servers: give one, or one each")
     workdir.mkdir(parents=True, exist_ok=True)
     started: list[LocalServer] = []
-    notes: list[str] = []
+    placed, notes = place(count, gpus)
     try:
         say(f"starting {count} server(s) (each loads its engines: tens of seconds)")
-        for i in range(count):  # all at once: their engines load side by side
+        for i, (server_config, gpu) in enumerate(zip(configs, placed, strict=True)):
             name = f"server-{i + 1}"
+            # all at once: their engines load side by side, each on its GPU if placed
+            env = None if gpu is None else {**os.environ, "CUDA_VISIBLE_DEVICES": gpu}
+            if gpu is not None:
+                say(f"{name} on GPU {gpu}")
             started.append(
-                start_server(config, workdir, name, ready_timeout=None, stop_with_parent=True)
+                start_server(
+                    server_config, workdir, name, ready_timeout=None, stop_with_parent=True, env=env
+                )
             )
         servers = list(started)
         for server in servers:
@@ -140,7 +202,7 @@ def start_fleet(
     except BaseException:
         _stop(started)
         raise
-    return Fleet(servers, proxy, scraper, notes)
+    return Fleet(servers, proxy, scraper, notes, placed if gpus else None)
 
 
 def _stop(processes: list[LocalServer]) -> None:

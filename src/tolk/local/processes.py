@@ -129,8 +129,10 @@ def start_server(
     name: str,
     ready_timeout: float | None = 300,
     stop_with_parent: bool = False,
+    env: Mapping[str, str] | None = None,
 ) -> LocalServer:
-    """`tolk serve` with `config` on a free loopback port."""
+    """`tolk serve` with `config` on a free loopback port (in `env`, default this process's
+    environment)."""
     workdir = workdir.resolve()  # the server runs in workdir: every path it gets is absolute
     port = free_port()
     derived = config.model_dump(mode="json")
@@ -142,6 +144,7 @@ def start_server(
         command,
         port,
         workdir / f"{name}.log",
+        env=env,
         cwd=workdir,
         ready_timeout=ready_timeout,
         stop_with_parent=stop_with_parent,
