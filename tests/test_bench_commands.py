@@ -300,3 +300,45 @@ def test_bench_versus_vllm_sends_both_servers_the_same_work(
     assert data["ratio_rps"] == pytest.approx(
         data["totals"]["tolk"]["rps"] / data["totals"]["vllm"]["rps"]
     )
+
+
+@pytest.mark.slow
+def test_bench_versus_vllm_data_parallel_against_a_tolk_fleet(
+    bench_config: Path, tmp_path: Path
+) -> None:
+    """vLLM's --data-parallel-size 2 (two engines in one server) against two tolk servers
+    behind the proxy; on this CPU both run (vLLM CPU supports data parallelism)."""
+    tolk(
+        "bench",
+        "versus-vllm",
+        "--config",
+        str(bench_config),
+        "--model",
+        "demo",
+        "--data-parallel",
+        "2",
+        "--concurrency",
+        "4",
+        "--requests",
+        "8",
+        "--rounds",
+        "1",
+        "--warmup",
+        "2",
+        "--out",
+        "versus",
+        cwd=tmp_path,
+    )
+    data = json.loads((tmp_path / "versus" / "versus.json").read_text())
+    assert data["data_parallel"] == 2
+    rounds = {r["path"]: r["summary"] for r in data["rounds"]}
+    assert rounds["vllm"]["ok"] == rounds["tolk"]["ok"] == 8
+    assert data["same_token_counts"] is True
+    # tolk's requests went through the proxy (its Server-Timing says what it added) ...
+    assert rounds["tolk"]["proxy_added_ms"]
+    assert not rounds["vllm"]["proxy_added_ms"]
+    # ... to two servers, and vLLM ran two engines
+    fleet_logs = sorted(p.name for p in (tmp_path / "versus" / "versus-fleet").glob("server-*.log"))
+    assert fleet_logs == ["server-1.log", "server-2.log"]
+    vllm_log = (tmp_path / "versus" / "vllm-server.log").read_text()
+    assert "EngineCore_DP1" in vllm_log

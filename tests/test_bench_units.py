@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 
+from tests.helpers import model_config
 from tolk.bench import gpu_compare, journey, report
 from tolk.bench.loadgen import engine_seconds, poisson_arrivals
 from tolk.bench.scrape import engine_summary
@@ -253,6 +254,17 @@ def test_journey_takes_requests_or_duration_not_both() -> None:
     )
     assert result.exit_code == 2
     assert "give --requests or --duration, not both" in result.output
+
+
+def test_versus_asks_vllm_for_data_parallel_engines(test_model: Path) -> None:
+    from tolk.bench.versus import vllm_command
+    from tolk.config import build_config
+
+    model = model_config("demo", test_model, languages=["en", "de"])
+    settings = build_config({"models": [model]}, environ={}).models[0]
+    command = vllm_command(settings, 8123, data_parallel=2)
+    assert command[command.index("--data-parallel-size") + 1] == "2"
+    assert "--data-parallel-size" not in vllm_command(settings, 8123)
 
 
 def test_versus_turns_engine_args_into_vllm_server_flags() -> None:

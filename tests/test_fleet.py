@@ -61,14 +61,14 @@ def test_a_fleet_starts_serves_and_stops_without_leftovers(
             (server,) = [p for p in family if f"server-{number}.yaml" in " ".join(p.cmdline())]
             assert server.environ()["CUDA_VISIBLE_DEVICES"] == gpu
 
-        for target, server in (("de", "server 1 (GPU 3)"), ("fr", "server 2 (GPU 5)")):
+        for target, name in (("de", "server 1 (GPU 3)"), ("fr", "server 2 (GPU 5)")):
             answer = httpx.post(
                 f"{proxy}/translate",
                 json={"text": "Good morning.", "source_lang": "en", "target_lang": target},
                 timeout=60,
             )
             assert answer.status_code == 200, answer.text
-            assert answer.headers["x-tolk-upstream"] == urls[server]
+            assert answer.headers["x-tolk-upstream"] == urls[name]
 
         if shutil.which("prometheus") is None:
             assert "no `prometheus` on PATH" in out.read_text()

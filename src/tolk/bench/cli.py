@@ -281,6 +281,14 @@ def versus_command(
     requests: Annotated[int, typer.Option(help="Requests per round and server.")] = 200,
     rounds: Annotated[int, typer.Option(help="Alternating vLLM/tolk rounds.")] = 2,
     warmup: Annotated[int, typer.Option(help="Unrecorded requests first.")] = 10,
+    data_parallel: Annotated[
+        int,
+        typer.Option(
+            min=1,
+            help="N > 1: vLLM's server with --data-parallel-size N against a tolk fleet of N "
+            "servers (one GPU each where there are GPUs) behind tolk's proxy.",
+        ),
+    ] = 1,
     items: ItemsOption = 200,
     seed: SeedOption = 0,
     out: OutOption = None,
@@ -301,6 +309,7 @@ def versus_command(
             warmup=warmup,
             workdir=out_dir,
             progress=progress,
+            data_parallel=data_parallel,
         ),
         versus.table,
         versus.write,

@@ -7,13 +7,17 @@ ids through the model's chat template) with the same output budgets, on /v1/comp
 the token counts are equal and the ratio is the price (or gain) of tolk's service layer
 against `python -m vllm.entrypoints.openai.api_server`. Rounds alternate, so drift on a noisy
 machine hits both alike.
+
+With `data_parallel` N > 1 the comparison is the case study's scale-out against vLLM's own:
+one vLLM server with `--data-parallel-size N` (N engines, vLLM balancing among them) against
+a `tolk fleet` of N servers, each on its own GPU where there are GPUs, behind tolk's proxy.
 """
 
 from __future__ import annotations
 
 import json
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -27,6 +31,7 @@ from tolk.bench.run import alternate_rounds, pooled, rounds_report
 from tolk.bench.stats import summarize
 from tolk.bench.workloads import WorkItem, Workload
 from tolk.config import ModelSettings, TolkConfig, load_config
+from tolk.local.fleet import Fleet
 from tolk.local.processes import LocalServer, free_port, start_tolk
 from tolk.translation.jobs import EngineJob
 
@@ -50,7 +55,7 @@ def server_flags(args: dict[str, Any]) -> list[str]:
     return flags
 
 
-def vllm_command(settings: ModelSettings, port: int) -> list[str]:
+def vllm_command(settings: ModelSettings, port: int, data_parallel: int = 1) -> list[str]:
     from tolk.engine.engine import engine_args, on_cpu
     from tolk.engine.vllm_compat import VllmRelease
 
@@ -67,13 +72,14 @@ def vllm_command(settings: ModelSettings, port: int) -> list[str]:
         "--port",
         str(port),
         "--disable-uvicorn-access-log",
+        *(["--data-parallel-size", str(data_parallel)] if data_parallel > 1 else []),
     ]
 
 
-def start_vllm(settings: ModelSettings, workdir: Path) -> LocalServer:
+def start_vllm(settings: ModelSettings, workdir: Path, data_parallel: int = 1) -> LocalServer:
     port = free_port()
     return LocalServer.start(
-        vllm_command(settings, port),
+        vllm_command(settings, port, data_parallel),
         port,
         workdir.resolve() / "vllm-server.log",
         cwd=workdir.resolve(),
@@ -106,9 +112,12 @@ async def _round(
     warmup: int,
     workdir: Path,
     advance: loadgen.Progress,
+    data_parallel: int = 1,
 ) -> dict[str, Any]:
+    stop: Callable[[], None]
     if path == "vllm":
-        server = start_vllm(settings, workdir)
+        server = start_vllm(settings, workdir, data_parallel)
+        url, stop = server.url, server.stop
         url_path = "/v1/completions"
 
         def encode(item: WorkItem) -> dict[str, Any]:
@@ -122,11 +131,16 @@ async def _round(
             }
 
         encoder: loadgen.Encode | None = encode
+    elif data_parallel > 1:
+        fleet = start_tolk_fleet(config, settings, workdir, data_parallel)
+        url, stop = fleet.proxy.url, fleet.stop
+        url_path, encoder = "/translate", WorkItem.whole_body
     else:
         server = start_tolk(config, settings, workdir, "versus-tolk")
+        url, stop = server.url, server.stop
         url_path, encoder = "/translate", WorkItem.whole_body
     try:
-        async with loadgen.make_client(server.url, concurrency + 4) as client:
+        async with loadgen.make_client(url, concurrency + 4) as client:
             items = workload.stream()
             if warmup:
                 await loadgen.closed_loop(
@@ -142,8 +156,32 @@ async def _round(
                 progress=advance,
             )
     finally:
-        server.stop()
+        stop()
     return {"path": path, "summary": summarize(records, duration).to_json()}
+
+
+def start_tolk_fleet(
+    config: TolkConfig, settings: ModelSettings, workdir: Path, servers: int
+) -> Fleet:
+    """`servers` tolk servers of `settings`, one GPU each where there are GPUs (as `tolk
+    fleet --gpus auto` places them), behind the proxy; no Prometheus."""
+    import os
+
+    from tolk.local.fleet import nvml_device_count, start_fleet, visible_gpus
+
+    gpus = visible_gpus("auto", os.environ, nvml_device_count)
+    if gpus and len(gpus) < servers:
+        raise RuntimeError(
+            f"{servers} servers need {servers} GPUs, as vLLM's --data-parallel-size {servers} "
+            f"does; {len(gpus)} visible"
+        )
+    return start_fleet(
+        config.model_copy(update={"models": (settings,)}),
+        servers,
+        workdir.resolve() / "versus-fleet",
+        gpus=gpus[:servers],
+        prometheus=False,
+    )
 
 
 async def run_versus(
@@ -157,6 +195,7 @@ async def run_versus(
     warmup: int,
     workdir: Path,
     progress: Progress | None = None,
+    data_parallel: int = 1,
 ) -> dict[str, Any]:
     config = load_config(config_path)
     settings = next(m for m in config.models if m.name == model)
@@ -174,12 +213,14 @@ async def run_versus(
             warmup=warmup,
             workdir=workdir,
             advance=advance,
+            data_parallel=data_parallel,
         )
 
     measured = await alternate_rounds(PATHS, rounds, requests, progress, one)
     totals = {path: pooled(measured, path) for path in PATHS}
     return {
         **rounds_report(SCHEMA, config_path, model, workload, concurrency, requests, measured),
+        "data_parallel": data_parallel,
         "totals": totals,
         "ratio_rps": totals["tolk"]["rps"] / totals["vllm"]["rps"],
         "ratio_output_tps": totals["tolk"]["output_tps"] / totals["vllm"]["output_tps"],
@@ -188,10 +229,13 @@ async def run_versus(
 
 
 def table(results: dict[str, Any]) -> Table:
-    out = Table(
-        title=f"tolk vs vLLM's OpenAI server, concurrency {results['concurrency']}, "
-        f"{results['workload']['name']}"
+    n = results.get("data_parallel", 1)
+    who = (
+        f"a tolk fleet of {n} behind the proxy vs vLLM's OpenAI server, --data-parallel-size {n}"
+        if n > 1
+        else "tolk vs vLLM's OpenAI server"
     )
+    out = Table(title=f"{who}, concurrency {results['concurrency']}, {results['workload']['name']}")
     for header in ("round", "server", "req/s", "out tok/s", "output tokens", "p50 s", "p95 s"):
         out.add_column(header, justify="right")
     for m in results["rounds"]:

@@ -150,7 +150,7 @@ def start_fleet(
     gpus: Sequence[str] = (),
     proxy_port: int | None = None,
     prometheus_port: int | None = None,
-    prometheus: str | None = None,
+    prometheus: str | bool | None = None,
     scrape_interval: float = 5.0,
     say: Callable[[str], None] = lambda line: None,
 ) -> Fleet:
@@ -186,13 +186,14 @@ def start_fleet(
         )
         started.append(proxy)
         scraper = None
-        binary = prometheus or shutil.which("prometheus")
+        # `prometheus`: its binary; None: the one on PATH; False: none (and nothing to say)
+        binary = shutil.which("prometheus") if prometheus is None else prometheus
         if binary is None:
             notes.append(
                 "no `prometheus` on PATH, so no Prometheus: install Debian's `prometheus` "
                 "package (apt-get install prometheus) or put the binary on PATH"
             )
-        else:
+        elif isinstance(binary, str):
             rules = [RULES] if RULES.is_file() else []
             if not rules:
                 notes.append(f"no rules at {RULES}: Prometheus runs without alerts")
