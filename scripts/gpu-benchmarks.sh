@@ -5,6 +5,8 @@
 #   smoke journey overhead run-1b baseline-1b profile versus tune run-7b
 # and the documents steps (issue 25; not in the default list):
 #   tune-docs documents-1b mixed-1b documents-7b (documents-7b-16 edge-1b: its follow-ups)
+# and, on a machine of two GPUs (issue 26; not in the default list):
+#   scale-one scale-fleet scale-vllm-dp scale-pairs scale-kill
 #
 #   bash scripts/gpu-benchmarks.sh [STEP...]
 #
@@ -22,6 +24,9 @@ mkdir -p "$RESULTS" "$RUN"
 mkdir -p /tmp/models && ln -sfn /tmp/models "$RUN/models"
 cd "$RUN"
 export PYTHONPATH=$RUN/src${PYTHONPATH:+:$PYTHONPATH} HF_HUB_OFFLINE=1 VLLM_NO_USAGE_STATS=1 PYTHONUNBUFFERED=1
+# The multi-GPU machines keep NVLink multicast off (the device tool's KINDS.md): in every
+# process started from here too.
+export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
 PY=${PY:-python3}
 TOLK=("$PY" -m tolk)
 M1=qwen-1b-shape
@@ -195,6 +200,81 @@ step_documents-7b-16() {  # the 7B shape at the case study's 16 alone
 step_edge-1b() {  # past the tuned grid's edge: a wider batch, and a prefill of one step
   documents_at $C1 512 8192 edge-1b/seqs-512 24 || return 1
   documents_at $C1 256 32768 edge-1b/tokens-32768 24
+}
+
+fleet_up() {  # fleet_up NAME ARGS...: `tolk fleet` on :8080 in the background, wait ready
+  local name=$1; shift
+  "${TOLK[@]}" fleet "$@" --port 8080 --prometheus-port 0 --workdir "$RESULTS/$name/run" \
+    > "$RESULTS/$name/fleet.log" 2>&1 &
+  FLEET=$!
+  until grep -q "fleet ready" "$RESULTS/$name/fleet.log"; do
+    kill -0 $FLEET 2>/dev/null || { log "$name: the fleet died; see $name/fleet.log"; return 1; }
+    sleep 1
+  done
+}
+
+fleet_down() { kill -INT "$FLEET" 2>/dev/null; wait "$FLEET" 2>/dev/null; return 0; }
+
+SCALE_LOAD=(--workload variable --concurrency 32,64,128 --duration 30 --warmup 16)
+
+step_scale-one() {  # the baseline: one server on one GPU
+  CUDA_VISIBLE_DEVICES=0 serve scale-one/serve "${TOLK[@]}" serve --config $C1 --port 8000 \
+    || return 1
+  "${TOLK[@]}" bench run --url http://127.0.0.1:8000 "${SCALE_LOAD[@]}" --out "$RESULTS/scale-one"
+  unserve
+}
+
+step_scale-fleet() {  # two servers, one GPU each, behind the proxy (target: 1.9x scale-one)
+  fleet_up scale-fleet -c $C1 --servers 2 --gpus 0,1 || return 1
+  "${TOLK[@]}" bench run --url http://127.0.0.1:8080 "${SCALE_LOAD[@]}" \
+    --out "$RESULTS/scale-fleet"
+  fleet_down
+}
+
+step_scale-vllm-dp() {  # the peer: vLLM's own data parallelism on the same two GPUs
+  "${TOLK[@]}" bench versus-vllm --config $C1 --model $M1 --workload variable \
+    --concurrency 64 --requests 600 --rounds 2 --warmup 32 --data-parallel 2 \
+    --out "$RESULTS/scale-vllm-dp"
+}
+
+step_scale-pairs() {  # two servers serving different pairs: the proxy routes by pair
+  for target in de fr; do
+    "$PY" - $C1 $target configs/pair-$target.yaml <<'PY'
+import sys, yaml
+config, target, out = sys.argv[1:]
+data = yaml.safe_load(open(config))
+data["models"][0]["languages"] = ["en", target]
+yaml.safe_dump(data, open(out, "w"), sort_keys=False)
+PY
+  done
+  fleet_up scale-pairs -c configs/pair-de.yaml -c configs/pair-fr.yaml --gpus 0,1 || return 1
+  for target in de fr; do
+    "${TOLK[@]}" bench run --url http://127.0.0.1:8080 --workload variable --target "$target" \
+      --concurrency 32 --duration 20 --warmup 8 --out "$RESULTS/scale-pairs/en-$target"
+  done
+  curl -s 127.0.0.1:8080/metrics | grep '^tolk_proxy_requests_total' > "$RESULTS/scale-pairs/proxy.txt"
+  fleet_down
+}
+
+step_scale-kill() {  # one server killed mid-load: every request still answered
+  # Servers and proxy by hand: `tolk fleet` stops everything when one of its members dies.
+  local pids=()
+  for gpu in 0 1; do
+    CUDA_VISIBLE_DEVICES=$gpu "${TOLK[@]}" serve --config $C1 --port 810$gpu \
+      > "$RESULTS/scale-kill/server-$gpu.log" 2>&1 &
+    pids+=($!)
+  done
+  for gpu in 0 1; do
+    until curl -sf 127.0.0.1:810$gpu/ready > /dev/null; do sleep 1; done
+  done
+  "${TOLK[@]}" proxy --upstream http://127.0.0.1:8100 --upstream http://127.0.0.1:8101 \
+    --port 8080 > "$RESULTS/scale-kill/proxy.log" 2>&1 &
+  local proxy=$!
+  until curl -sf 127.0.0.1:8080/ready > /dev/null; do sleep 1; done
+  ( sleep 20; kill -9 "${pids[1]}" ) &  # its engine follows (parent-death signal)
+  "${TOLK[@]}" bench run --url http://127.0.0.1:8080 --workload variable --concurrency 64 \
+    --duration 45 --warmup 16 --out "$RESULTS/scale-kill"
+  kill -TERM $proxy "${pids[0]}" 2>/dev/null; wait 2>/dev/null; return 0
 }
 
 steps=("$@")
