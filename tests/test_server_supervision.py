@@ -59,7 +59,7 @@ def rig(test_model: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[
             model_config("beta", test_model, pairs=["en>ne"], engine={"max_num_seqs": 4}),
         ],
         request_timeout=120,
-        shutdown_grace=30,
+        shutdown_grace=90,  # the long translation below drains whole on slow CPUs too
         max_restarts=1,
         restart_backoff=0.2,
         body_timeout=BODY_TIMEOUT,
@@ -170,9 +170,11 @@ async def test_an_engine_dying_past_max_restarts_makes_the_server_exit_3(
     server = rig.server
     family = server.descendants()
     async with httpx.AsyncClient(base_url=rig.url, timeout=120) as client:
-        # A long alpha translation keeps the server draining while we look at it.
+        # A long alpha translation keeps the server draining while we look at it: 900 source
+        # tokens, 2,716 output at alpha's ratio of 3 (300 ended too soon on a CPU with native
+        # bf16: the server had drained and exited before the checks below could connect).
         long = asyncio.create_task(
-            client.post("/translate", json={**ALPHA, "text": texts.text(300), "split": "none"})
+            client.post("/translate", json={**ALPHA, "text": texts.text(900), "split": "none"})
         )
 
         async def alpha_running() -> bool:
@@ -195,7 +197,7 @@ async def test_an_engine_dying_past_max_restarts_makes_the_server_exit_3(
         finished = await long
         assert finished.status_code == 200, finished.text
 
-    assert server.proc.wait(timeout=60) == 3
+    assert server.proc.wait(timeout=120) == 3
     _, alive = psutil.wait_procs(family, timeout=15)
     assert alive == []
     log = server.log()
