@@ -30,16 +30,28 @@ def kubectl() -> str:
 
 
 @functools.cache
-def render(overlay: str) -> tuple[Doc, ...]:
-    """The overlay's resources, as `kubectl kustomize` renders them."""
+def render(overlay: str, root: Path = KUBERNETES) -> tuple[Doc, ...]:
+    """The overlay's resources (under `root`: deploy/kubernetes, or deploy/llm-d), as
+    `kubectl kustomize` renders them."""
     done = subprocess.run(
-        [kubectl(), "kustomize", str(KUBERNETES / "overlays" / overlay)],
+        [kubectl(), "kustomize", str(root / "overlays" / overlay)],
         capture_output=True,
         text=True,
         check=False,
     )
     assert done.returncode == 0, done.stderr
     return tuple(d for d in yaml.safe_load_all(done.stdout) if d)
+
+
+def validate_strictly(doc: Doc, version: str, where: str = "") -> None:
+    """`doc` against Kubernetes `version`'s schemas, no unknown fields; a failure names it."""
+    import kubernetes_validate
+
+    try:
+        kubernetes_validate.validate(doc, version, strict=True)
+    except kubernetes_validate.ValidationError as exc:
+        name = f"{where}{doc['kind']}/{doc['metadata']['name']}"
+        raise AssertionError(f"{name} on Kubernetes {version}: {exc.message}") from exc
 
 
 def examples() -> list[Doc]:

@@ -24,6 +24,7 @@ from tests.manifests import (
     port_named,
     render,
     selects,
+    validate_strictly,
 )
 from tolk.config import build_config
 from tolk.proxy.config import ProxyConfig
@@ -52,11 +53,7 @@ def test_every_resource_matches_the_kubernetes_schemas(version: str) -> None:
         "Namespace",
     } <= kinds
     for doc in docs:
-        try:
-            kubernetes_validate.validate(doc, version, strict=True)
-        except kubernetes_validate.ValidationError as exc:
-            name = f"{doc['kind']}/{doc['metadata']['name']}"
-            raise AssertionError(f"{name} on Kubernetes {version}: {exc.message}") from exc
+        validate_strictly(doc, version)
 
 
 def test_a_typo_is_caught_by_the_schema_check() -> None:

@@ -12,7 +12,6 @@ import copy
 import functools
 import importlib.util
 import re
-import subprocess
 from pathlib import Path
 from typing import Any
 
@@ -25,7 +24,16 @@ from prometheus_client.parser import text_string_to_metric_families
 from typer.testing import CliRunner
 
 from tests.helpers import REPO
-from tests.manifests import Doc, Rendered, container, kubectl, mounted_config, pod_labels, selects
+from tests.manifests import (
+    Doc,
+    Rendered,
+    container,
+    mounted_config,
+    pod_labels,
+    selects,
+    validate_strictly,
+)
+from tests.manifests import render as render_overlay
 from tolk.cli import app
 from tolk.config import TolkConfig, build_config, load_config
 from tolk.engine.metrics import EngineMetrics
@@ -58,16 +66,8 @@ CRDS = {
 KUBERNETES_VERSIONS = ("1.30.0", kubernetes_validate.latest_version())
 
 
-@functools.cache
 def rendered(overlay: str) -> Rendered:
-    done = subprocess.run(
-        [kubectl(), "kustomize", str(LLM_D / "overlays" / overlay)],
-        capture_output=True,
-        text=True,
-        check=False,
-    )
-    assert done.returncode == 0, done.stderr
-    return Rendered(tuple(d for d in yaml.safe_load_all(done.stdout) if d))
+    return Rendered(render_overlay(overlay, LLM_D))
 
 
 @functools.cache
@@ -155,11 +155,7 @@ def test_core_kinds_match_the_kubernetes_schemas(version: str) -> None:
             d["kind"] for d in docs
         }
         for doc in docs:
-            try:
-                kubernetes_validate.validate(doc, version, strict=True)
-            except kubernetes_validate.ValidationError as exc:
-                name = f"{overlay}: {doc['kind']}/{doc['metadata']['name']}"
-                raise AssertionError(f"{name} on Kubernetes {version}: {exc.message}") from exc
+            validate_strictly(doc, version, f"{overlay}: ")
 
 
 def _strict(schema: Any) -> Any:
