@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import asyncio
 import json
+import subprocess
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
@@ -149,15 +151,25 @@ def _tune_config(test_model: Path, tmp_path: Path) -> Path:
     return config
 
 
+def _tune(
+    test_model: Path, tmp_path: Path, *args: str
+) -> tuple[dict[str, Any], Path, subprocess.CompletedProcess[str]]:
+    """`tolk tune` of the demo model (`_tune_config`, 2048 tokens a step, one warm-up) with
+    `args`; its tune.json, output directory and run."""
+    out = tmp_path / "tune"
+    config = _tune_config(test_model, tmp_path)
+    result = tolk(
+        "tune", "--config", str(config), "--model", "demo", "--batched-tokens", "2048",
+        "--warmup", "1", "--out", str(out), *args, cwd=tmp_path,
+    )  # fmt: skip
+    return json.loads((out / "tune.json").read_text()), out, result
+
+
 @pytest.mark.slow
 def test_tune_for_documents_ranks_documents_per_second(test_model: Path, tmp_path: Path) -> None:
-    out = tmp_path / "tune"
-    result = tolk(
-        "tune",
-        "--config",
-        str(_tune_config(test_model, tmp_path)),
-        "--model",
-        "demo",
+    data, out, result = _tune(
+        test_model,
+        tmp_path,
         "--traffic",
         "documents",
         "--workload",
@@ -166,17 +178,9 @@ def test_tune_for_documents_ranks_documents_per_second(test_model: Path, tmp_pat
         "2",
         "--candidates",
         "2,4",
-        "--batched-tokens",
-        "2048",
         "--requests",
         "4",
-        "--warmup",
-        "1",
-        "--out",
-        str(out),
-        cwd=tmp_path,
     )
-    data = json.loads((out / "tune.json").read_text())
     assert (data["traffic"], data["unit"]) == ("documents", "documents/s")
     assert data["workload"]["items"] == 2  # the .md and the .txt, not the .bin
     assert data["candidates"] == [2, 4]
@@ -199,14 +203,9 @@ def test_tune_for_documents_ranks_documents_per_second(test_model: Path, tmp_pat
 def test_tune_for_mixed_traffic_measures_both_scheduling_policies(
     test_model: Path, tmp_path: Path
 ) -> None:
-    out = tmp_path / "tune"
-    config = _tune_config(test_model, tmp_path)
-    tolk(
-        "tune",
-        "--config",
-        str(config),
-        "--model",
-        "demo",
+    data, out, _ = _tune(
+        test_model,
+        tmp_path,
         "--traffic",
         "mixed",
         "--documents",
@@ -217,17 +216,10 @@ def test_tune_for_mixed_traffic_measures_both_scheduling_policies(
         "3",
         "--candidates",
         "4",
-        "--batched-tokens",
-        "2048",
         "--requests",
         "8",
-        "--warmup",
-        "1",
-        "--out",
-        str(out),
-        cwd=tmp_path,
     )
-    data = json.loads((out / "tune.json").read_text())
+    config = tmp_path / "tolk.yaml"
     assert (data["traffic"], data["unit"]) == ("mixed", "output tokens/s")
     assert data["documents"]["items"] == 2
     assert data["document_concurrency"] == 1
