@@ -28,21 +28,18 @@ GGUF=models/.gguf/qwen2.5-coder-0.5b-instruct-q4_k_m.gguf
 [ -f "$GGUF" ] || cat ${GGUF_PARTS:-/tmp/gguf/part.*} > "$GGUF"
 log "fetch-model (checks the sha256, converts)"
 python3 -m tolk fetch-model > "$RESULTS/fetch-model.log" 2>&1 || { log "fetch-model failed"; log "all done"; exit 1; }
-if [ "${MAIN:-1}" = 1 ]; then  # MAIN=0: the variants alone
-  log "quality: tolk and the OpenAI baseline, $SENTENCES sentences per pair, markup, documents"
-  python3 -m tolk bench quality --config configs/gpu-qwen2.5-coder-0.5b.yaml \
-    --openai-start models/qwen2.5-coder-0.5b-instruct --sentences "$SENTENCES" \
-    --markup --markup-sentences 100 --documents --concurrency 64 --data "$DATA" \
-    --out "$RESULTS/quality" > "$RESULTS/quality.log" 2>&1 || log "quality failed (see quality.log)"
-fi
 # Variants: tolk again with one setting changed each time (environment overrides of the
 # config), on the first VARIANT_SENTENCES sentences and VARIANT_MARKUP markup units per pair,
 # each compared with the default (paired bootstrap). VARIANTS picks them; the retry's parts
 # (no-retry no-penalty no-instruction no-checks) were measured on 2026-11-23.
 VARIANT_SENTENCES=${VARIANT_SENTENCES:-200}
 VARIANT_MARKUP=${VARIANT_MARKUP:-50}
-VARIANTS=${VARIANTS:-mbr4 mbr8 guided}
-settings() {  # the overrides of a variant
+VARIANTS=${VARIANTS-mbr4 mbr8 guided}
+settings() {  # the overrides of a variant; NAME+NAME combines them
+  local part
+  for part in ${1//+/ }; do setting "$part"; done
+}
+setting() {
   case $1 in
     default) echo X=1 ;;
     no-retry) echo TOLK_MODELS__0__CHECKS__RETRY=false ;;
@@ -51,6 +48,7 @@ settings() {  # the overrides of a variant
     no-checks) echo TOLK_MODELS__0__CHECKS__ENABLED=false ;;
     guided) echo TOLK_MODELS__0__CHECKS__MARKUP_GUIDED=true ;;
     mbr*) echo "TOLK_MODELS__0__CANDIDATES__N=${1#mbr}" ;;
+    examples*) echo "TOLK_MODELS__0__PROMPT_EXAMPLES=${1#examples}" ;;
   esac
 }
 variant() {  # variant NAME
@@ -60,10 +58,19 @@ variant() {  # variant NAME
     --concurrency 64 --data "$DATA" --out "$RESULTS/variant-$1" \
     > "$RESULTS/variant-$1.log" 2>&1 || log "variant $1 failed"
 }
-variant default
+[ -n "$VARIANTS" ] && variant default
 for name in $VARIANTS; do
   variant "$name"
   python3 -m tolk bench quality-compare "$RESULTS/variant-default" "$RESULTS/variant-$name" \
     --out "$RESULTS/compare-$name" > "$RESULTS/compare-$name.log" 2>&1 || log "compare $name failed"
 done
+# The main run, after the variants: tolk (with MAIN_VARIANT's settings, if given) against the
+# baseline. MAIN=0: the variants alone; VARIANTS="": the main run alone.
+if [ "${MAIN:-1}" = 1 ]; then
+  log "quality: tolk ${MAIN_VARIANT:-} and the OpenAI baseline, $SENTENCES sentences per pair, markup, documents"
+  env $(settings "${MAIN_VARIANT:-default}") python3 -m tolk bench quality --config configs/gpu-qwen2.5-coder-0.5b.yaml \
+    --openai-start models/qwen2.5-coder-0.5b-instruct --sentences "$SENTENCES" \
+    --markup --markup-sentences 100 --documents --concurrency 64 --data "$DATA" \
+    --out "$RESULTS/quality" > "$RESULTS/quality.log" 2>&1 || log "quality failed (see quality.log)"
+fi
 log "all done"

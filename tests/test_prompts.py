@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
+from tests.helpers import TextMaker
+from tolk.bench.quality_data import DEFAULT_DATA
 from tolk.languages import lang
 from tolk.translation.prompts import (
     FORMATS,
@@ -209,3 +213,77 @@ def test_a_style_rule_becomes_prompt_instructions() -> None:
     content = prompt.messages[-1]["content"]
     assert "Dates and times, calendar era: use bc and ad.\n" in content
     assert "Always use formal language.\n" in content
+
+
+def test_examples_are_human_translations_of_the_shipped_sample_never_a_test_sentence() -> None:
+    from tolk.budget import sample
+    from tolk.translation.examples import examples
+
+    for target in ("de", "fr", "es", "zh", "ne", "ja", "pt"):
+        shown = examples(lang("en"), lang(target), 3)
+        assert len(shown) == 3
+        pairs = set(zip(sample("en") or (), sample(target) or (), strict=True))
+        assert all(pair in pairs for pair in shown), target  # aligned: line N with line N
+    # The sample is FLORES devtest 401-500; `tolk bench quality` scores lines 1-400 (where
+    # this checkout has the shared data beside it).
+    flores = DEFAULT_DATA / "eng.txt"
+    if flores.exists():
+        scored = set(flores.read_text("utf-8").splitlines()[:400])
+        assert len(scored) > 390
+        assert not scored & {s for s, _ in examples(EN, DE, 8)}
+    assert examples(lang("de"), lang("en"), 2)[0][1] in (sample("en") or ())
+    assert examples(lang("en"), lang("de"), 0) == []
+    # No examples where the sample has the wrong variety, or no sentences at all.
+    assert examples(lang("en"), lang("zh-Hant"), 2) == []
+    assert examples(lang("en"), lang("pt-PT"), 2) == []
+    assert examples(lang("en"), lang("ko"), 2) == []
+    assert len(examples(lang("en-GB"), lang("pt-BR"), 2)) == 2
+
+
+@pytest.mark.parametrize("target", ["de", "fr", "es", "zh", "ne"])
+def test_a_markup_example_keeps_its_placeholders_around_the_same_words(target: str) -> None:
+    from tolk.translation.document import PLACEHOLDER, for_model
+    from tolk.translation.examples import examples
+
+    *plain, (source, translation) = examples(EN, lang(target), 2, markup=True, syntax="tags")
+    assert len(plain) == 1
+    assert "<" not in plain[0][0]
+    assert [m[0] for m in PLACEHOLDER.finditer(source)] == [
+        m[0] for m in PLACEHOLDER.finditer(translation)
+    ]
+    marked = re.findall(r"<g1>(.*?)</g1>", source), re.findall(r"<g1>(.*?)</g1>", translation)
+    digits = str.maketrans("०१२३४५६७८९", "0123456789")
+    assert marked[0] == [marked[1][0].translate(digits)]  # the same word, unchanged
+    # The default syntax shows the same example as markdown links and code spans.
+    links = examples(EN, lang(target), 2, markup=True)[-1]
+    assert links == (for_model(source), for_model(translation))
+    assert "](1)" in links[0]
+
+
+def test_no_markup_example_where_no_word_is_written_the_same_in_both_languages() -> None:
+    from tolk.translation.examples import examples
+
+    # The sample's Japanese writes every name and number its own way: plain examples only.
+    assert examples(EN, lang("ja"), 2, markup=True) == examples(EN, lang("ja"), 2)
+
+
+def test_examples_come_before_the_text_as_earlier_turns(texts: TextMaker) -> None:
+    from tolk.config import ModelSettings
+    from tolk.translation.jobs import plan_job
+
+    settings = ModelSettings(name="m", path="x", languages=["en", "de"], prompt_examples=2)
+    job = plan_job(settings, texts.tokenizer, 4096, 0, "Good morning.", lang("en"), lang("de"))
+    prompt = texts.tokenizer.decode(job.prompt_ids)
+    asked = "Translate the following English text into German."
+    assert prompt.count(asked) == 3
+    assert prompt.index("Obwohl alle Länder") < prompt.rindex(asked) < prompt.index("Good morning.")
+    assert prompt.count("<|im_start|>assistant") == 3  # two examples answered, then the text's
+    marked = plan_job(
+        settings, texts.tokenizer, 4096, 0, "Run <g1>make</g1>.", lang("en"), lang("de")
+    )
+    assert "](1)" not in prompt
+    assert "](1)" in texts.tokenizer.decode(marked.prompt_ids)
+    without = ModelSettings(name="m", path="x", languages=["en", "de"])
+    plain = plan_job(without, texts.tokenizer, 4096, 0, "Good morning.", lang("en"), lang("de"))
+    assert texts.tokenizer.decode(plain.prompt_ids).count(asked) == 1
+    assert len(plain.prompt_ids) < len(job.prompt_ids)

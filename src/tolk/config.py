@@ -187,6 +187,15 @@ class ModelSettings(_Strict):
         description="How inline markup's placeholders are shown to the model: markdown links "
         "and code spans ([words](1), `2`), or XML tags (<g1>words</g1>, <x2/>).",
     )
+    prompt_examples: int = Field(
+        0,
+        ge=0,
+        le=8,
+        description="Chat format only: show the model this many example translations (human "
+        "translations from the parallel sample tolk ships) as earlier turns before its text; "
+        "a segment with placeholders gets one with placeholders. The same for every request "
+        "of a pair, so prefix caching reads them once (tolk.translation.examples).",
+    )
     languages: tuple[str, ...] = Field((), description="Serve any pair among these languages.")
     pairs: tuple[str, ...] = Field((), description="Serve these pairs, written 'en>de'.")
     max_tokens_ratio: float | None = Field(

@@ -11,9 +11,17 @@ from tolk.budget import DEFAULT_RATIO
 from tolk.config import ModelSettings
 from tolk.engine import Tokenizer
 from tolk.languages import Lang
-from tolk.translation.document import for_model
+from tolk.translation.document import PLACEHOLDER, for_model
+from tolk.translation.examples import examples
 from tolk.translation.glossary import Terms
-from tolk.translation.prompts import FORMATS, NO_INSTRUCTIONS, ChatPrompt, Instructions, Prompt
+from tolk.translation.prompts import (
+    FORMATS,
+    NO_INSTRUCTIONS,
+    ChatPrompt,
+    Instructions,
+    Prompt,
+    with_examples,
+)
 
 
 @dataclass(frozen=True)
@@ -50,9 +58,15 @@ def plan_job(
     (`ratio`: output tokens per source token for this pair, tolk.budget; the configured or
     default one if None). The benchmarks that feed an engine directly (tolk.bench.overhead,
     .versus) use it too, so both sides of a comparison get the very same prompts."""
-    prompt = FORMATS[settings.prompt_format](
-        for_model(text.strip(), settings.placeholders), source, target, terms, instructions
-    )
+    shown = for_model(text.strip(), settings.placeholders)
+    prompt = FORMATS[settings.prompt_format](shown, source, target, terms, instructions)
+    if settings.prompt_examples and settings.prompt_format == "chat":
+        assert isinstance(prompt, ChatPrompt)
+        markup = PLACEHOLDER.search(text) is not None
+        shown_examples = examples(
+            source, target, settings.prompt_examples, markup, settings.placeholders
+        )
+        prompt = with_examples(prompt, shown_examples, source, target)
     prompt_ids = render(prompt, tokenizer)
     source_tokens = len(tokenizer.encode(text, add_special_tokens=False))
     budget = output_budget(

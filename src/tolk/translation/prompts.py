@@ -160,6 +160,22 @@ def chat(
     return prompt
 
 
+def with_examples(
+    prompt: ChatPrompt, examples: Sequence[tuple[str, str]], source: Lang, target: Lang
+) -> ChatPrompt:
+    """A chat prompt with example translations as earlier turns (tolk.translation.examples):
+    each example asked in the same words as the text, answered with its human translation.
+    A system message stays first."""
+    turns: list[dict[str, Any]] = []
+    for text, translation in examples:
+        asked = chat(text, source, target)
+        assert isinstance(asked, ChatPrompt)
+        turns += [asked.messages[-1], {"role": "assistant", "content": translation}]
+    system = [m for m in prompt.messages if m["role"] == "system"]
+    rest = [m for m in prompt.messages if m["role"] != "system"]
+    return ChatPrompt([*system, *turns, *rest])
+
+
 _CHINESE = {"zh", "yue"}
 
 
