@@ -34,7 +34,7 @@ python3 -m tolk fetch-model > "$RESULTS/fetch-model.log" 2>&1 || { log "fetch-mo
 # (no-retry no-penalty no-instruction no-checks) were measured on 2026-11-23.
 VARIANT_SENTENCES=${VARIANT_SENTENCES:-200}
 VARIANT_MARKUP=${VARIANT_MARKUP:-50}
-VARIANTS=${VARIANTS-mbr4 mbr8 guided}
+VARIANTS=${VARIANTS-examples0}
 settings() {  # the overrides of a variant; NAME+NAME combines them
   local part
   for part in ${1//+/ }; do setting "$part"; done

@@ -135,6 +135,26 @@ def test_failures_are_counted_from_the_outputs_and_flags_matched() -> None:
     assert row["output_tokens"] == 20 * 7
 
 
+def test_words_of_the_sample_tolk_shows_as_examples_are_a_copy_unless_the_reference_has_them() -> (
+    None
+):
+    from tolk.budget import sample
+
+    shown = (sample("de") or ())[0]  # a sentence tolk may show as an example
+    records = [
+        record(f"Der Hund läuft nach Hause. {shown}"),
+        record(f"Der Hund läuft nach Hause. {shown}", flags=["copied_example"]),
+        record(GERMAN),
+        # The reference says the same words: no copy, whatever the sample holds.
+        record(f"{GERMAN} {shown}", reference=f"{GERMAN} {shown}"),
+    ]
+    results_of(records)
+    assert [("copied_example" in r["problems"]) for r in records] == [True, True, False, False]
+    (row,) = results_of(records)["summary"]["sentences"]
+    assert row["rates"]["copied_example"] == pytest.approx(2 / 4)
+    assert row["unflagged"] == 1  # the first: a copy is no translation to pass off silently
+
+
 def test_alternatives_are_counted_and_scored_beside_the_same_api_without() -> None:
     worse = "Der Hund rennt heim."
     base = [record(worse), record(worse)]

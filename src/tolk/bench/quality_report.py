@@ -34,7 +34,14 @@ from sacrebleu.significance import PairedTest, Result, _bootstrap_resample
 from tolk.bench.quality_data import UNSPACED, glued, markup_intact
 from tolk.bench.report import json_safe, save_figure
 from tolk.bench.stats import percentile
-from tolk.translation.checks import REPLACEMENT, OutputChecks, strip_cut_characters
+from tolk.budget import sample
+from tolk.languages import lang
+from tolk.translation.checks import (
+    REPLACEMENT,
+    OutputChecks,
+    copied_example,
+    strip_cut_characters,
+)
 from tolk.translation.fidelity import MARKUP_WARNINGS
 
 SCHEMA = "tolk.bench.quality/1"
@@ -43,13 +50,14 @@ N_BOOTSTRAP = 1000
 SEED = 12345  # sacrebleu's own default seed
 # The failures a report lists, in its order; then those a server must not leave unflagged.
 FAILURES = (
-    "off_target", "foreign_script", "echo", "loop", "cut_character", "truncated", "empty"
+    "off_target", "foreign_script", "copied_example", "echo", "loop", "cut_character",
+    "truncated", "empty",
 )  # fmt: skip
-SILENT = ("off_target", "echo", "loop")
+SILENT = ("off_target", "copied_example", "echo", "loop")
 COLUMNS = [
     "pair", "system", "chrF++ [95% CI]", "BLEU", "n", "errors", "off-target %",
-    "foreign script %", "echo %", "loop %", "cut %", "truncated %", "empty %", "flagged",
-    "unflagged %", "p50 s", "p95 s", "out tokens",
+    "foreign script %", "copied example %", "echo %", "loop %", "cut %", "truncated %",
+    "empty %", "flagged", "unflagged %", "p50 s", "p95 s", "out tokens",
 ]  # fmt: skip
 
 
@@ -124,7 +132,11 @@ def judge(records: Iterable[dict[str, Any]], languages: Sequence[str]) -> None:
             finish_reason=r.get("finish_reason"),
             cut_character=cut,
         )
-        r["problems"] = list(verdict.problems)
+        # Copying tolk's examples: judged against the whole sample they come from (a run does
+        # not record which the server showed), where neither source nor reference says it.
+        sample_sentences = sample(lang(r["target_lang"]).code) or ()
+        copied = copied_example(output, sample_sentences, (r["source"], r["reference"]))
+        r["problems"] = [*verdict.problems, *(["copied_example"] if copied else [])]
         r["detected"] = verdict.language
 
 
@@ -263,7 +275,8 @@ def rows(results: dict[str, Any]) -> list[list[str]]:
             [
                 s["pair"], s["system"], f"{s['chrf']:.1f} [{ci[0]:.1f}, {ci[1]:.1f}]",
                 f"{s['bleu']:.1f}", str(s["n"]), str(s["errors"]), _pct(rates["off_target"]),
-                _pct(rates["foreign_script"]), _pct(rates["echo"]), _pct(rates["loop"]),
+                _pct(rates["foreign_script"]), _pct(rates.get("copied_example")),
+                _pct(rates["echo"]), _pct(rates["loop"]),
                 _pct(rates["cut_character"]), _pct(rates["truncated"]), _pct(rates["empty"]),
                 f"{s['flagged']}/{s['with_problems']}", _pct(s["unflagged_share"]),
                 _num(s["latency_s"]["p50"]), _num(s["latency_s"]["p95"]),
@@ -327,8 +340,10 @@ def _notes(results: dict[str, Any]) -> list[str]:
     notes = [
         "BLEU tokenizers: " + ", ".join(f"{p} {t}" for p, t in tokenizers),
         "truncated: only where the system reports a finish reason (OpenAI's); flagged: "
-        "outputs with a problem that the server flagged; unflagged: off-target, echo or "
-        "loop found by the checks and not flagged with that code, share of the sentences.",
+        "outputs with a problem that the server flagged; copied example: 20+ characters in a "
+        "row of a sentence of the parallel sample tolk shows its examples from, which neither "
+        "source nor reference holds; unflagged: off-target, copied example, echo or loop "
+        "found by the checks and not flagged with that code, share of the sentences.",
     ]
     return notes + [f"warning: {w}" for w in results.get("warnings", [])]
 
@@ -587,13 +602,14 @@ def compare(a: dict[str, Any], b: dict[str, Any], n_bootstrap: int = N_BOOTSTRAP
 
 
 COMPARE_COLUMNS = ["pair", "system", "n", "chrF++ A", "chrF++ B", "Δ chrF++", "p", "BLEU A",
-    "BLEU B", "Δ BLEU", "p", "Δ off-target pp", "Δ foreign script pp",
+    "BLEU B", "Δ BLEU", "p", "Δ off-target pp", "Δ foreign script pp", "Δ copied example pp",
     "Δ echo pp", "Δ loop pp", "Δ cut pp",
     "Δ empty pp", "Δ any problem pp", "Δ unflagged pp"]  # fmt: skip
 
 
 COMPARED_FAILURES = (
-    "off_target", "foreign_script", "echo", "loop", "cut_character", "empty", "any", "unflagged"
+    "off_target", "foreign_script", "copied_example", "echo", "loop", "cut_character", "empty",
+    "any", "unflagged",
 )  # fmt: skip
 
 

@@ -19,7 +19,7 @@ import re
 import unicodedata
 from collections.abc import Sequence
 from dataclasses import dataclass
-from functools import cache
+from functools import cache, lru_cache
 from typing import Literal, get_args
 
 import langcodes
@@ -37,6 +37,7 @@ Problem = Literal[
     "cut_character",
     "empty",
     "placeholders",
+    "copied_example",
 ]
 
 # Every problem a text can be flagged with, in the order a report lists them (lost
@@ -54,6 +55,7 @@ DESCRIPTIONS: dict[Problem, str] = {
     "cut_character": "the output held a broken character (removed)",
     "empty": "the model returned no text for a text with words",
     "placeholders": "the output lost or invented markup placeholders",
+    "copied_example": "the output copied words from the example translations shown to the model",
 }
 
 REPLACEMENT = "\ufffd"
@@ -74,6 +76,33 @@ LOOP_MAX_PERIOD = 60
 
 def letters(text: str) -> int:
     return sum(1 for c in text if c.isalpha())
+
+
+# An output holding this many characters in a row (normalised) of an example translation the
+# model was shown, where its source does not have them, copied the example: a model that
+# does not know the language well takes the examples' words for the answer (the 0.5B Qwen
+# did in most en->ne outputs and 4% of en->de ones: docs/benchmarks.md, Quality).
+COPIED_CHARS = 20
+
+
+@lru_cache(maxsize=1024)
+def _windows(text: str) -> frozenset[str]:
+    normal = _normal(text)
+    return frozenset(normal[i : i + COPIED_CHARS] for i in range(len(normal) - COPIED_CHARS + 1))
+
+
+def copied_example(output: str, examples: Sequence[str], allowed: Sequence[str] = ()) -> bool:
+    """Whether `output` holds a run of COPIED_CHARS characters of one of `examples` that
+    none of `allowed` (the source; for a benchmark, the reference too) holds."""
+    shown = frozenset[str]().union(*(_windows(e) for e in examples))
+    if not shown:
+        return False
+    normal = _normal(output)
+    runs = (normal[i : i + COPIED_CHARS] for i in range(len(normal) - COPIED_CHARS + 1))
+    found = {run for run in runs if run in shown}
+    if not found:
+        return False
+    return bool(found - frozenset[str]().union(*(_windows(a) for a in allowed)))
 
 
 def strip_cut_characters(text: str, source: str = "") -> tuple[str, bool]:
@@ -220,6 +249,14 @@ class Verdict:
         """Problems another try may mend (not a cut character, which is removed)."""
         return any(p != "cut_character" for p in self.problems)
 
+    @property
+    def severity(self) -> tuple[bool, int]:
+        """What a choice between tries minimises: an output that copied the examples is
+        worse than any that did not (its words are another sentence's, where an off-target or
+        echoed output at least says what the source says), then the fewer problems the
+        better."""
+        return "copied_example" in self.problems, len(self.problems)
+
 
 class OutputChecks:
     """The checks for one server: its detector knows every language the models serve."""
@@ -248,10 +285,12 @@ class OutputChecks:
         finish_reason: str | None = None,
         cut_character: bool = False,
         lost_placeholders: bool = False,
+        examples: Sequence[str] = (),
     ) -> Verdict:
         """Every problem of one segment's output (its cut characters already removed:
         `cut_character` says whether there were any; `lost_placeholders`, whether the
-        markup's placeholders came back, for the service's retry)."""
+        markup's placeholders came back, for the service's retry; `examples`, the example
+        translations its prompt showed: tolk.translation.examples)."""
         problems: list[Problem] = ["placeholders"] if lost_placeholders else []
         if not output.strip():
             if letters(source) > 0:
@@ -285,6 +324,8 @@ class OutputChecks:
             problems.append("truncated")
         if cut_character:
             problems.append("cut_character")
+        if copied_example(output, examples, (source,)):
+            problems.append("copied_example")
         return Verdict(tuple(problems), detected)
 
 

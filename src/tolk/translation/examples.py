@@ -11,7 +11,7 @@ engine reads them once (prefix caching) and a batch shares them.
 A segment with placeholders gets one example with placeholders first: a sample sentence whose
 translation carries a word of it unchanged (a number or a name), that word as a paired
 placeholder on both sides and, where a second such word exists, that one as a standalone
-placeholder, in the syntax the model is shown (links or tags). The pairing of words across
+placeholder (shown in the model's syntax, links or tags). The pairing of words across
 the two sides is done by exact match only (no word alignment: no good library aligns Nepali or
 Chinese to English offline, and a wrong alignment would teach the model to move markup), so
 only words written the same in both languages (numbers, in the target's digits, and names)
@@ -24,9 +24,7 @@ import re
 from functools import cache
 
 from tolk.budget import sample
-from tolk.config import PlaceholderSyntax
 from tolk.languages import Lang
-from tolk.translation.document import for_model
 
 # Example sentences of a useful length: long enough to show a whole sentence translated,
 # short enough that two add ~150 prompt tokens (in English).
@@ -87,15 +85,10 @@ def _markup_example(source: str, target: str) -> tuple[str, str] | None:
     return None
 
 
-def examples(
-    source: Lang,
-    target: Lang,
-    count: int,
-    markup: bool = False,
-    syntax: PlaceholderSyntax = "links",
-) -> list[tuple[str, str]]:
-    """Up to `count` (source text, translation) examples for a pair, as the model is shown
-    them; with `markup`, the first one has placeholders. None outside the sample's languages."""
+def examples(source: Lang, target: Lang, count: int, markup: bool = False) -> list[tuple[str, str]]:
+    """Up to `count` (source text, translation) examples for a pair; with `markup`, the last
+    one has placeholders, in tolk's tag form (tolk.translation.document.for_model shows them
+    in the model's syntax). None outside the sample's languages."""
     if count <= 0 or not (_sampled(source) and _sampled(target)):
         return []
     marked = _markup_example(source.code, target.code) if markup else None
@@ -107,7 +100,7 @@ def examples(
     chosen = plain[: count - 1 if marked else count]
     # The example with placeholders goes last, next to the text that has them.
     if marked is not None:
-        chosen.append((for_model(marked[0], syntax), for_model(marked[1], syntax)))
+        chosen.append(marked)
     return chosen
 
 

@@ -84,8 +84,8 @@ class Attempt:
 def select(tries: Sequence[Attempt]) -> Attempt:
     """Of one try's candidates, among those with the fewest problems the one the others
     agree with most (tolk.translation.consensus; the first of equals)."""
-    fewest = min(len(a.verdict.problems) for a in tries)
-    among = [i for i, a in enumerate(tries) if len(a.verdict.problems) == fewest]
+    fewest = min(a.verdict.severity for a in tries)
+    among = [i for i, a in enumerate(tries) if a.verdict.severity == fewest]
     return tries[consensus([a.output for a in tries], among)]
 
 

@@ -30,6 +30,9 @@ class EngineJob:
     prompt_ids: list[int]
     max_tokens: int
     source_tokens: int
+    # The example translations its prompt showed (tolk.translation.examples), which the
+    # output checks make sure it did not copy.
+    examples: tuple[str, ...] = ()
 
 
 def render(prompt: Prompt, tokenizer: Tokenizer) -> list[int]:
@@ -53,20 +56,24 @@ def plan_job(
     terms: Terms = (),
     instructions: Instructions = NO_INSTRUCTIONS,
     ratio: float | None = None,
+    show_examples: bool = True,
 ) -> EngineJob:
     """The engine request tolk makes of one segment: its prompt token ids and output budget
     (`ratio`: output tokens per source token for this pair, tolk.budget; the configured or
-    default one if None). The benchmarks that feed an engine directly (tolk.bench.overhead,
+    default one if None; `show_examples`: the model's `prompt_examples`, or none, as for a
+    retry). The benchmarks that feed an engine directly (tolk.bench.overhead,
     .versus) use it too, so both sides of a comparison get the very same prompts."""
-    shown = for_model(text.strip(), settings.placeholders)
-    prompt = FORMATS[settings.prompt_format](shown, source, target, terms, instructions)
-    if settings.prompt_examples and settings.prompt_format == "chat":
+    prompt = FORMATS[settings.prompt_format](
+        for_model(text.strip(), settings.placeholders), source, target, terms, instructions
+    )
+    shown: list[tuple[str, str]] = []
+    if show_examples and settings.prompt_examples and settings.prompt_format == "chat":
         assert isinstance(prompt, ChatPrompt)
         markup = PLACEHOLDER.search(text) is not None
-        shown_examples = examples(
-            source, target, settings.prompt_examples, markup, settings.placeholders
-        )
-        prompt = with_examples(prompt, shown_examples, source, target)
+        shown = examples(source, target, settings.prompt_examples, markup)
+        syntax = settings.placeholders
+        as_shown = [(for_model(s, syntax), for_model(t, syntax)) for s, t in shown]
+        prompt = with_examples(prompt, as_shown, source, target)
     prompt_ids = render(prompt, tokenizer)
     source_tokens = len(tokenizer.encode(text, add_special_tokens=False))
     budget = output_budget(
@@ -76,7 +83,8 @@ def plan_job(
         settings.max_tokens_extra,
         max_model_len,
     )
-    return EngineJob(index, prompt_ids, budget, source_tokens)
+    translations = tuple(PLACEHOLDER.sub(" ", t) for _, t in shown)
+    return EngineJob(index, prompt_ids, budget, source_tokens, translations)
 
 
 def output_budget(

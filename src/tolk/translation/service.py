@@ -179,6 +179,7 @@ class Translator:
         target: Lang,
         terms: Terms = (),
         instructions: Instructions = NO_INSTRUCTIONS,
+        show_examples: bool = True,
     ) -> EngineJob:
         job = plan_job(
             engine.settings,
@@ -191,6 +192,7 @@ class Translator:
             terms,
             instructions,
             engine.budgets.ratio(source, target),
+            show_examples,
         )
         if job.max_tokens < min(job.source_tokens, 16) or job.max_tokens < 1:
             raise PayloadTooLarge(
@@ -433,7 +435,9 @@ class Translator:
             if again is not None and checks.retry_instruction:
                 told = firmer(engine, told, text, source, target, again)
             if job is None or again is not None:
-                job = self._job(engine, index, text, source, target, glossary.terms(text), told)
+                # A retry shows no examples: the model may have copied them.
+                terms = glossary.terms(text)
+                job = self._job(engine, index, text, source, target, terms, told, again is None)
             sampling, n, regex = None, 1, None
             if again is not None:
                 sampling = checks.retry_sampling
@@ -465,9 +469,9 @@ class Translator:
                 batches = await run_all(requests)
             finally:
                 progress.in_flight -= 1
-            return [judge(text, g, job.source_tokens) for batch in batches for g in batch]
+            return [judge(text, g, job) for batch in batches for g in batch]
 
-        def judge(text: str, generation: Generation, source_tokens: int) -> Attempt:
+        def judge(text: str, generation: Generation, job: EngineJob) -> Attempt:
             output, cut = self._finish(text, generation, target, engine.settings.placeholders)
             verdict = (
                 self.checks.check(
@@ -478,11 +482,12 @@ class Translator:
                     finish_reason=generation.finish_reason,
                     cut_character=cut,
                     lost_placeholders=lost_placeholders(text, output),
+                    examples=job.examples,
                 )
                 if checks.enabled
                 else Verdict(("cut_character",) if cut else ())
             )
-            return Attempt(output, verdict, generation, source_tokens)
+            return Attempt(output, verdict, generation, job.source_tokens)
 
         def report(index: int, text: str, finished: Done) -> Done:
             progress.done += 1
@@ -554,8 +559,8 @@ class Translator:
                     again = await attempt(index, text, stop, first.verdict, None, told)
                     tries, retried = [*tries, *again], True
                     # The first candidate with the fewest problems, if it has fewer.
-                    best = min(again, key=lambda a: len(a.verdict.problems))
-                    if len(best.verdict.problems) < len(first.verdict.problems):
+                    best = min(again, key=lambda a: a.verdict.severity)
+                    if best.verdict.severity < first.verdict.severity:
                         chosen = best
             finished = Done(
                 text=chosen.output,

@@ -1,0 +1,112 @@
+"""Example translations in the prompt (`prompt_examples`, tolk.translation.examples) and the
+check that an output did not copy them: the rule on given strings, and what a server does with
+a copied output (in-process over the stand-in engine, named so, scripted to copy the examples
+whenever its prompt shows them: the 0.5B Qwen did so in most en->ne outputs; the real model
+with examples is measured by `tolk bench quality`, docs/benchmarks.md "Quality")."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from tests.helpers import InProcessServer, metric_samples, model_config, server_config
+from tolk.languages import lang
+from tolk.local.processes import free_port
+from tolk.testing.fake_engine import FakeCompletion, FakeLLM, FakeOutput
+from tolk.translation.checks import OutputChecks, Verdict, copied_example
+from tolk.translation.examples import examples
+
+SHOWN = "Obwohl alle Länder „skandinavisch“ waren, gab es viele Unterschiede zwischen den Menschen."
+TRANSLATION = "Das Museum öffnet um neun Uhr morgens und schließt um sechs Uhr abends."
+SOURCE = "The museum opens at nine in the morning and closes at six in the evening."
+
+
+def test_an_output_holding_an_examples_words_copied_them() -> None:
+    assert copied_example(f"Das Museum, {SHOWN[8:40]} öffnet.", [SHOWN])
+    assert copied_example(SHOWN.upper(), [SHOWN])  # case and spacing do not hide it
+    assert not copied_example(TRANSLATION, [SHOWN])
+    assert not copied_example(SHOWN, [])  # no examples shown: nothing to copy
+    # A run of the example's words that the source has too (a name, a quoted title) is no copy.
+    title = "„Das Vermächtnis der Tempelritter“"
+    assert copied_example(f"Der Film {title} lief.", [f"Im Film {title} sieht man"])
+    assert not copied_example(
+        f"Der Film {title} lief.", [f"Im Film {title} sieht man"], [f"The film {title} ran."]
+    )
+
+
+def test_the_checks_say_copied_example_and_a_copy_weighs_more_than_other_problems() -> None:
+    checks = OutputChecks(["en", "de"])
+    verdict = checks.check(SOURCE, SHOWN, "en", "de", examples=[SHOWN])
+    assert "copied_example" in verdict.problems
+    assert verdict.retryable
+    assert not checks.check(SOURCE, TRANSLATION, "en", "de", examples=[SHOWN])
+    # An echo of the source says what it says; a copy of an example says another thing.
+    assert Verdict(("copied_example",)).severity > Verdict(("off_target", "echo")).severity
+
+
+def _reply(prompt: str) -> str:
+    """The scripted model: copies the first example's translation where its prompt shows
+    one, translates otherwise."""
+    shown = re.findall(r"<\|im_start\|>assistant\n(.*?)<\|im_end\|>", prompt, re.S)
+    return shown[0] if shown else TRANSLATION
+
+
+@pytest.fixture(scope="module")
+def copying(test_model: Path) -> Iterator[tuple[InProcessServer, FakeLLM]]:
+    model = model_config(
+        "copier", test_model, languages=["en", "de"], checks={"enabled": True}, prompt_examples=2
+    )
+    model.pop("max_tokens_ratio")
+    server = InProcessServer(server_config([model], free_port()))
+    llm = server.engines.started["copier"]
+    from transformers import AutoTokenizer
+
+    tokenizer = AutoTokenizer.from_pretrained(str(test_model))
+
+    async def generate(
+        prompt: Any, sampling_params: Any, request_id: str, *, priority: int = 0
+    ) -> AsyncIterator[FakeOutput]:
+        ids = list(prompt["prompt_token_ids"])
+        llm.prompts.append(ids)
+        text = _reply(tokenizer.decode(ids))
+        out = [*tokenizer.encode(text, add_special_tokens=False), tokenizer.eos_token_id]
+        llm.requests += 1
+        yield FakeOutput([FakeCompletion(out, "stop") for _ in range(sampling_params.n)])
+
+    llm.generate = generate  # type: ignore[method-assign]
+    try:
+        yield server, llm
+    finally:
+        server.stop()
+
+
+def test_a_copied_example_is_retried_without_examples_and_counted(
+    copying: tuple[InProcessServer, FakeLLM], test_model: Path
+) -> None:
+    server, llm = copying
+    from transformers import AutoTokenizer
+
+    tokenizer = AutoTokenizer.from_pretrained(str(test_model))
+    before = len(llm.prompts)
+    answer = httpx.post(
+        f"{server.url}/translate",
+        json={"text": SOURCE, "source_lang": "en", "target_lang": "de"},
+        timeout=60,
+    ).json()
+    assert answer["translation"] == TRANSLATION, answer
+    assert answer["warnings"] == [], answer
+    first, retry = (tokenizer.decode(p) for p in list(llm.prompts)[before:])
+    shown = examples(lang("en"), lang("de"), 2)
+    assert all(s in first and t in first for s, t in shown)  # the examples, then the text
+    assert not any(t in retry for _, t in shown)  # the retry shows none
+    assert SOURCE in retry
+    metrics = httpx.get(f"{server.url}/metrics", timeout=30).text
+    found = metric_samples(metrics, "tolk_output_problems_total")
+    assert ({"model": "copier", "problem": "copied_example"}, 1.0) in found, found
+    retries = metric_samples(metrics, "tolk_output_retries_total")
+    assert ({"model": "copier", "result": "mended"}, 1.0) in retries, retries
