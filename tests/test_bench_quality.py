@@ -135,12 +135,11 @@ def test_failures_are_counted_from_the_outputs_and_flags_matched() -> None:
     assert row["output_tokens"] == 20 * 7
 
 
-def test_words_of_the_sample_tolk_shows_as_examples_are_a_copy_unless_the_reference_has_them() -> (
-    None
-):
-    from tolk.budget import sample
+def test_words_of_an_example_tolk_may_show_are_a_copy_unless_the_reference_has_them() -> None:
+    from tolk.languages import lang
+    from tolk.translation.examples import examples
 
-    shown = (sample("de") or ())[0]  # a sentence tolk may show as an example
+    shown = examples(lang("en"), lang("de"), 8)[-1][1]  # a translation tolk may show
     records = [
         record(f"Der Hund läuft nach Hause. {shown}"),
         record(f"Der Hund läuft nach Hause. {shown}", flags=["copied_example"]),

@@ -34,7 +34,6 @@ from sacrebleu.significance import PairedTest, Result, _bootstrap_resample
 from tolk.bench.quality_data import UNSPACED, glued, markup_intact
 from tolk.bench.report import json_safe, save_figure
 from tolk.bench.stats import percentile
-from tolk.budget import sample
 from tolk.languages import lang
 from tolk.translation.checks import (
     REPLACEMENT,
@@ -42,6 +41,7 @@ from tolk.translation.checks import (
     copied_example,
     strip_cut_characters,
 )
+from tolk.translation.examples import showable
 from tolk.translation.fidelity import MARKUP_WARNINGS
 
 SCHEMA = "tolk.bench.quality/1"
@@ -132,10 +132,10 @@ def judge(records: Iterable[dict[str, Any]], languages: Sequence[str]) -> None:
             finish_reason=r.get("finish_reason"),
             cut_character=cut,
         )
-        # Copying tolk's examples: judged against the whole sample they come from (a run does
-        # not record which the server showed), where neither source nor reference says it.
-        sample_sentences = sample(lang(r["target_lang"]).code) or ()
-        copied = copied_example(output, sample_sentences, (r["source"], r["reference"]))
+        # Copying tolk's examples: judged against every one it may show for the pair (a run
+        # does not record which the server showed), where neither source nor reference says it.
+        shown = showable(lang(r["source_lang"]), lang(r["target_lang"]))
+        copied = copied_example(output, shown, (r["source"], r["reference"]))
         r["problems"] = [*verdict.problems, *(["copied_example"] if copied else [])]
         r["detected"] = verdict.language
 
@@ -341,8 +341,8 @@ def _notes(results: dict[str, Any]) -> list[str]:
         "BLEU tokenizers: " + ", ".join(f"{p} {t}" for p, t in tokenizers),
         "truncated: only where the system reports a finish reason (OpenAI's); flagged: "
         "outputs with a problem that the server flagged; copied example: 20+ characters in a "
-        "row of a sentence of the parallel sample tolk shows its examples from, which neither "
-        "source nor reference holds; unflagged: off-target, copied example, echo or loop "
+        "row of an example translation tolk may show for the pair (prompt_examples), which "
+        "neither source nor reference holds; unflagged: off-target, copied example, echo or loop "
         "found by the checks and not flagged with that code, share of the sentences.",
     ]
     return notes + [f"warning: {w}" for w in results.get("warnings", [])]

@@ -130,7 +130,8 @@ class ServiceMetrics:
         self.output_problems = Counter(
             "tolk_output_problems",
             "Segments whose first output the checks found a problem in (off_target, "
-            "foreign_script, echo, loop, truncated, cut_character, empty, placeholders): "
+            "foreign_script, echo, loop, truncated, cut_character, empty, placeholders, "
+            "copied_example): "
             "before any retry.",
             ["model", "problem"],
             registry=r,

@@ -110,3 +110,12 @@ def _sampled(language: Lang) -> bool:
 
 def _unmarked(text: str) -> str:
     return re.sub(r"</?g\d+>", "", text)
+
+
+def showable(source: Lang, target: Lang) -> list[str]:
+    """Every translation tolk may show as an example for a pair (any `prompt_examples` up
+    to its maximum, 8, and the markup example), without placeholders: what `tolk bench
+    quality` checks a system's outputs against for copies, whatever the server showed."""
+    shown = [t for _, t in examples(source, target, 8)]
+    marked = examples(source, target, 1, markup=True)
+    return shown + [re.sub(r"</?g\d+>|<x\d+/>", " ", t) for _, t in marked]
