@@ -73,7 +73,7 @@ def copying(test_model: Path) -> Iterator[tuple[InProcessServer, FakeLLM]]:
     ) -> AsyncIterator[FakeOutput]:
         ids = list(prompt["prompt_token_ids"])
         llm.prompts.append(ids)
-        text = _reply(tokenizer.decode(ids))
+        text = _reply(str(tokenizer.decode(ids)))
         out = [*tokenizer.encode(text, add_special_tokens=False), tokenizer.eos_token_id]
         llm.requests += 1
         yield FakeOutput([FakeCompletion(out, "stop") for _ in range(sampling_params.n)])

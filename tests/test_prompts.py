@@ -270,7 +270,7 @@ def test_examples_come_before_the_text_as_earlier_turns(texts: TextMaker) -> Non
 
     settings = ModelSettings(name="m", path="x", languages=["en", "de"], prompt_examples=2)
     job = plan_job(settings, texts.tokenizer, 4096, 0, "Good morning.", lang("en"), lang("de"))
-    prompt = texts.tokenizer.decode(job.prompt_ids)
+    prompt = str(texts.tokenizer.decode(job.prompt_ids))
     asked = "Translate the following English text into German."
     assert prompt.count(asked) == 3
     assert prompt.index("Obwohl alle Länder") < prompt.rindex(asked) < prompt.index("Good morning.")
