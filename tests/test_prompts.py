@@ -255,6 +255,12 @@ def test_a_markup_example_keeps_its_placeholders_around_the_same_words(target: s
     digits = str.maketrans("०१२३४५६७८९", "0123456789")
     assert marked[0] == [marked[1][0].translate(digits)]  # the same word, unchanged
     assert "](1)" in for_model(source)  # as the default syntax shows it: a markdown link
+    # The sentence it was made from is not shown again among the plain examples.
+    from tolk.translation.examples import _markup_example
+
+    made_from = _markup_example("en", target)
+    assert made_from is not None
+    assert made_from[0] not in [s for s, _ in examples(EN, lang(target), 8, markup=True)]
 
 
 def test_no_markup_example_where_no_word_is_written_the_same_in_both_languages() -> None:

@@ -8,7 +8,8 @@ FLORES-101 devtest lines 401-500, human translations; `tolk bench quality` score
 so no example is ever a test sentence). They are the same for every request of a pair, so the
 engine reads them once (prefix caching) and a batch shares them.
 
-A segment with placeholders gets one example with placeholders first: a sample sentence whose
+A segment with placeholders gets one example with placeholders, last (next to its text): a
+sample sentence whose
 translation carries a word of it unchanged (a number or a name), that word as a paired
 placeholder on both sides and, where a second such word exists, that one as a standalone
 placeholder (shown in the model's syntax, links or tags). The pairing of words across
@@ -25,9 +26,10 @@ from functools import cache
 
 from tolk.budget import sample
 from tolk.languages import Lang
+from tolk.translation.document import PLACEHOLDER
 
 # Example sentences of a useful length: long enough to show a whole sentence translated,
-# short enough that two add ~150 prompt tokens (in English).
+# short enough that two add about 200 prompt tokens (Qwen's tokenizer; 400 into Nepali).
 _SHORTEST, _LONGEST = 60, 160
 # Digits in the target's own script, where it has them (Nepali may write either kind).
 _DIGITS = {"ne": str.maketrans("0123456789", "०१२३४५६७८९")}
@@ -66,9 +68,11 @@ def _mark(sentence: str, word: str, tag: str) -> str:
 
 
 @cache
-def _markup_example(source: str, target: str) -> tuple[str, str] | None:
-    """A sample pair with its shared words as placeholders, in tolk's tag form."""
-    for s, t in _pairs(source, target):
+def _markup_example(source: str, target: str) -> tuple[str, str, str] | None:
+    """A sample pair with its shared words as placeholders, in tolk's tag form, after the
+    sample's sentence it was made from."""
+    for original, t in _pairs(source, target):
+        s = original
         shared: list[tuple[str, str]] = []
         for word in dict.fromkeys(_WORD.findall(s)):
             written = _unchanged(word, t, target)
@@ -81,7 +85,7 @@ def _markup_example(source: str, target: str) -> tuple[str, str] | None:
         if rest:
             (word, written), *_ = rest
             s, t = _mark(s, word, "<x2/>"), _mark(t, written, "<x2/>")
-        return s, t
+        return original, s, t
     return None
 
 
@@ -93,23 +97,17 @@ def examples(source: Lang, target: Lang, count: int, markup: bool = False) -> li
         return []
     marked = _markup_example(source.code, target.code) if markup else None
     plain = [
-        pair
-        for pair in _pairs(source.code, target.code)
-        if marked is None or pair[0] != _unmarked(marked[0])
+        pair for pair in _pairs(source.code, target.code) if marked is None or pair[0] != marked[0]
     ]
     chosen = plain[: count - 1 if marked else count]
     # The example with placeholders goes last, next to the text that has them.
     if marked is not None:
-        chosen.append(marked)
+        chosen.append(marked[1:])
     return chosen
 
 
 def _sampled(language: Lang) -> bool:
     return language.tag in _VARIETIES.get(language.code, {language.tag})
-
-
-def _unmarked(text: str) -> str:
-    return re.sub(r"</?g\d+>", "", text)
 
 
 def showable(source: Lang, target: Lang) -> list[str]:
@@ -118,4 +116,4 @@ def showable(source: Lang, target: Lang) -> list[str]:
     quality` checks a system's outputs against for copies, whatever the server showed."""
     shown = [t for _, t in examples(source, target, 8)]
     marked = examples(source, target, 1, markup=True)
-    return shown + [re.sub(r"</?g\d+>|<x\d+/>", " ", t) for _, t in marked]
+    return shown + [PLACEHOLDER.sub(" ", t) for _, t in marked]
