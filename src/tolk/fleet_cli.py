@@ -65,9 +65,7 @@ def fleet_command(
     """Start a whole deployment on loopback: N servers, the proxy in front of them and (with a
     `prometheus` binary) Prometheus with tolk's alerting rules. Prints the URLs; Ctrl-C stops
     them all."""
-    import os
-
-    from tolk.local.fleet import nvml_device_count, start_fleet, visible_gpus
+    from tolk.local.fleet import start_fleet, visible_gpus
 
     paths = config or [DEMO_CONFIG]
     count = servers or (len(paths) if len(paths) > 1 else 2)
@@ -79,7 +77,7 @@ def fleet_command(
         settings = [load_config(path) for path in paths]
         for each in settings:
             require_model_directories(each)
-        placement = visible_gpus(gpus, os.environ, nvml_device_count)
+        placement = visible_gpus(gpus)
     except ConfigError as exc:
         typer.secho(str(exc), fg=typer.colors.RED, err=True)
         raise typer.Exit(2) from exc

@@ -165,11 +165,9 @@ def start_tolk_fleet(
 ) -> Fleet:
     """`servers` tolk servers of `settings`, one GPU each where there are GPUs (as `tolk
     fleet --gpus auto` places them), behind the proxy; no Prometheus."""
-    import os
+    from tolk.local.fleet import start_fleet, visible_gpus
 
-    from tolk.local.fleet import nvml_device_count, start_fleet, visible_gpus
-
-    gpus = visible_gpus("auto", os.environ, nvml_device_count)
+    gpus = visible_gpus("auto")
     if gpus and len(gpus) < servers:
         raise RuntimeError(
             f"{servers} servers need {servers} GPUs, as vLLM's --data-parallel-size {servers} "

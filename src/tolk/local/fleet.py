@@ -13,7 +13,7 @@ import shutil
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import yaml
 
@@ -67,9 +67,14 @@ def start_prometheus(
     )  # fmt: skip
 
 
-def visible_gpus(spec: str, environ: Mapping[str, str], count: Callable[[], int]) -> list[str]:
+def visible_gpus(
+    spec: str,
+    environ: Mapping[str, str] = os.environ,
+    count: Callable[[], int] | None = None,
+) -> list[str]:
     """The GPUs servers may be placed on. `auto`: those CUDA_VISIBLE_DEVICES lists, else
-    every device NVML counts (`count`; none without an NVIDIA driver); `none`: none (the
+    every device NVML counts (`count`, default nvml_device_count; none without an NVIDIA
+    driver); `none`: none (the
     servers see what this process sees); else a comma-separated list of CUDA device ids or
     UUIDs, as CUDA_VISIBLE_DEVICES takes them."""
     if spec == "none":
@@ -82,7 +87,7 @@ def visible_gpus(spec: str, environ: Mapping[str, str], count: Callable[[], int]
     listed = environ.get("CUDA_VISIBLE_DEVICES")
     if listed is not None:
         return [g.strip() for g in listed.split(",") if g.strip()]
-    return [str(i) for i in range(count())]
+    return [str(i) for i in range((count or nvml_device_count)())]
 
 
 def place(servers: int, gpus: Sequence[str]) -> tuple[list[str | None], list[str]]:
@@ -113,15 +118,13 @@ class Fleet:
     proxy: LocalServer
     prometheus: LocalServer | None
     notes: list[str]
-    gpus: list[str | None] | None = None  # each server's CUDA_VISIBLE_DEVICES, if placed
+    gpus: list[str | None]  # each server's CUDA_VISIBLE_DEVICES (None: not placed)
 
     def members(self) -> list[tuple[str, LocalServer]]:
         """Its processes by name, the one to send requests to first."""
         servers = [
             (f"server {i + 1}" + (f" (GPU {gpu})" if gpu is not None else ""), s)
-            for i, (s, gpu) in enumerate(
-                zip(self.servers, self.gpus or [None] * len(self.servers), strict=True)
-            )
+            for i, (s, gpu) in enumerate(zip(self.servers, self.gpus, strict=True))
         ]
         tail = [("prometheus", self.prometheus)] if self.prometheus is not None else []
         return [("proxy (send requests here)", self.proxy), *servers, *tail]
@@ -150,7 +153,7 @@ def start_fleet(
     gpus: Sequence[str] = (),
     proxy_port: int | None = None,
     prometheus_port: int | None = None,
-    prometheus: str | bool | None = None,
+    prometheus: str | Literal[False] | None = None,
     scrape_interval: float = 5.0,
     say: Callable[[str], None] = lambda line: None,
 ) -> Fleet:
@@ -193,7 +196,7 @@ def start_fleet(
                 "no `prometheus` on PATH, so no Prometheus: install Debian's `prometheus` "
                 "package (apt-get install prometheus) or put the binary on PATH"
             )
-        elif isinstance(binary, str):
+        elif binary is not False:
             rules = [RULES] if RULES.is_file() else []
             if not rules:
                 notes.append(f"no rules at {RULES}: Prometheus runs without alerts")
@@ -203,7 +206,7 @@ def start_fleet(
     except BaseException:
         _stop(started)
         raise
-    return Fleet(servers, proxy, scraper, notes, placed if gpus else None)
+    return Fleet(servers, proxy, scraper, notes, placed)
 
 
 def _stop(processes: list[LocalServer]) -> None:
