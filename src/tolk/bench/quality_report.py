@@ -275,7 +275,7 @@ def rows(results: dict[str, Any]) -> list[list[str]]:
             [
                 s["pair"], s["system"], f"{s['chrf']:.1f} [{ci[0]:.1f}, {ci[1]:.1f}]",
                 f"{s['bleu']:.1f}", str(s["n"]), str(s["errors"]), _pct(rates["off_target"]),
-                _pct(rates["foreign_script"]), _pct(rates.get("copied_example")),
+                _pct(rates["foreign_script"]), _pct(rates["copied_example"]),
                 _pct(rates["echo"]), _pct(rates["loop"]),
                 _pct(rates["cut_character"]), _pct(rates["truncated"]), _pct(rates["empty"]),
                 f"{s['flagged']}/{s['with_problems']}", _pct(s["unflagged_share"]),

@@ -91,10 +91,16 @@ def _windows(text: str) -> frozenset[str]:
     return frozenset(normal[i : i + COPIED_CHARS] for i in range(len(normal) - COPIED_CHARS + 1))
 
 
+@lru_cache(maxsize=256)
+def _shown(examples: tuple[str, ...]) -> frozenset[str]:
+    """The runs of a prompt's examples (the same few per pair: made once, not per segment)."""
+    return frozenset[str]().union(*(_windows(e) for e in examples))
+
+
 def copied_example(output: str, examples: Sequence[str], allowed: Sequence[str] = ()) -> bool:
     """Whether `output` holds a run of COPIED_CHARS characters of one of `examples` that
     none of `allowed` (the source; for a benchmark, the reference too) holds."""
-    shown = frozenset[str]().union(*(_windows(e) for e in examples))
+    shown = _shown(tuple(examples))
     if not shown:
         return False
     normal = _normal(output)

@@ -110,10 +110,11 @@ def _sampled(language: Lang) -> bool:
     return language.tag in _VARIETIES.get(language.code, {language.tag})
 
 
-def showable(source: Lang, target: Lang) -> list[str]:
+@cache
+def showable(source: Lang, target: Lang) -> tuple[str, ...]:
     """Every translation tolk may show as an example for a pair (any `prompt_examples` up
     to its maximum, 8, and the markup example), without placeholders: what `tolk bench
     quality` checks a system's outputs against for copies, whatever the server showed."""
     shown = [t for _, t in examples(source, target, 8)]
     marked = examples(source, target, 1, markup=True)
-    return shown + [PLACEHOLDER.sub(" ", t) for _, t in marked]
+    return (*shown, *(PLACEHOLDER.sub(" ", t) for _, t in marked))

@@ -437,7 +437,9 @@ class Translator:
             if job is None or again is not None:
                 # A retry shows no examples: the model may have copied them.
                 terms = glossary.terms(text)
-                job = self._job(engine, index, text, source, target, terms, told, again is None)
+                job = self._job(
+                    engine, index, text, source, target, terms, told, show_examples=again is None
+                )
             sampling, n, regex = None, 1, None
             if again is not None:
                 sampling = checks.retry_sampling
@@ -558,7 +560,8 @@ class Translator:
                 if checks.enabled and checks.retry and first.verdict.retryable:
                     again = await attempt(index, text, stop, first.verdict, None, told)
                     tries, retried = [*tries, *again], True
-                    # The first candidate with the fewest problems, if it has fewer.
+                    # The retry's least bad candidate, if it is less bad (a copy of the
+                    # examples worst, then by the number of problems).
                     best = min(again, key=lambda a: a.verdict.severity)
                     if best.verdict.severity < first.verdict.severity:
                         chosen = best
