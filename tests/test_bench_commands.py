@@ -266,30 +266,21 @@ def test_bench_overhead_compares_direct_and_http(bench_config: Path, tmp_path: P
     assert data["overhead_ms_p95"] >= 0
 
 
+def versus(bench_config: Path, tmp_path: Path, *options: str) -> dict[str, Any]:
+    """`tolk bench versus-vllm` of the demo model, one round, into tmp_path/versus: its JSON."""
+    tolk(
+        "bench", "versus-vllm", "--config", str(bench_config), "--model", "demo",
+        "--rounds", "1", *options, "--out", "versus", cwd=tmp_path,
+    )  # fmt: skip
+    data: dict[str, Any] = json.loads((tmp_path / "versus" / "versus.json").read_text())
+    return data
+
+
 @pytest.mark.slow
 def test_bench_versus_vllm_sends_both_servers_the_same_work(
     bench_config: Path, tmp_path: Path
 ) -> None:
-    tolk(
-        "bench",
-        "versus-vllm",
-        "--config",
-        str(bench_config),
-        "--model",
-        "demo",
-        "--concurrency",
-        "3",
-        "--requests",
-        "6",
-        "--rounds",
-        "1",
-        "--warmup",
-        "1",
-        "--out",
-        "versus",
-        cwd=tmp_path,
-    )
-    data = json.loads((tmp_path / "versus" / "versus.json").read_text())
+    data = versus(bench_config, tmp_path, "--concurrency", "3", "--requests", "6", "--warmup", "1")
     assert data["schema"] == "tolk.bench.versus/1"
     assert [(r["round"], r["path"]) for r in data["rounds"]] == [(1, "vllm"), (1, "tolk")]
     assert all(r["summary"]["ok"] == 6 for r in data["rounds"])
@@ -308,28 +299,10 @@ def test_bench_versus_vllm_data_parallel_against_a_tolk_fleet(
 ) -> None:
     """vLLM's --data-parallel-size 2 (two engines in one server) against two tolk servers
     behind the proxy; on this CPU both run (vLLM CPU supports data parallelism)."""
-    tolk(
-        "bench",
-        "versus-vllm",
-        "--config",
-        str(bench_config),
-        "--model",
-        "demo",
-        "--data-parallel",
-        "2",
-        "--concurrency",
-        "4",
-        "--requests",
-        "8",
-        "--rounds",
-        "1",
-        "--warmup",
-        "2",
-        "--out",
-        "versus",
-        cwd=tmp_path,
-    )
-    data = json.loads((tmp_path / "versus" / "versus.json").read_text())
+    data = versus(
+        bench_config, tmp_path, "--data-parallel", "2", "--concurrency", "4", "--requests", "8",
+        "--warmup", "2",
+    )  # fmt: skip
     assert data["data_parallel"] == 2
     rounds = {r["path"]: r["summary"] for r in data["rounds"]}
     assert rounds["vllm"]["ok"] == rounds["tolk"]["ok"] == 8
