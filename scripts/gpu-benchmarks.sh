@@ -5,8 +5,12 @@
 #   smoke journey overhead run-1b baseline-1b profile versus tune run-7b
 # and the documents steps (issue 25; not in the default list):
 #   tune-docs documents-1b mixed-1b documents-7b (documents-7b-16 edge-1b: its follow-ups)
-# and, on a machine of two GPUs (issue 26; not in the default list):
+# and, on a machine of two GPUs (issues 26 and 40; not in the default list):
 #   scale-one scale-fleet scale-vllm-dp scale-pairs scale-kill
+# and the same with the real 0.5B model as shipped, on FLORES sentences at saturation
+# (256 clients; the GGUF at models/.gguf, FLORES at $DATA; see real_model below):
+#   real-one real-fleet real-vllm-dp (and real-versus: one tolk against one vLLM server)
+# Every step samples the GPUs' utilisation (nvidia-smi, 500 ms) into <step>/gpu-util.csv.
 #
 #   bash scripts/gpu-benchmarks.sh [STEP...]
 #
@@ -215,7 +219,7 @@ fleet_up() {  # fleet_up NAME ARGS...: `tolk fleet` on :8080 in the background, 
 
 fleet_down() { kill -INT "$FLEET" 2>/dev/null; wait "$FLEET" 2>/dev/null; return 0; }
 
-SCALE_LOAD=(--workload variable --concurrency 32,64,128 --duration 30 --warmup 16)
+SCALE_LOAD=(--workload variable --concurrency 32,64,128 --duration ${SCALE_SECONDS:-20} --warmup 16)
 
 step_scale-one() {  # the baseline: one server on one GPU
   CUDA_VISIBLE_DEVICES=0 serve scale-one/serve "${TOLK[@]}" serve --config $C1 --port 8000 \
@@ -277,6 +281,77 @@ step_scale-kill() {  # one server killed mid-load: every request still answered
   kill -TERM $proxy "${pids[0]}" 2>/dev/null; wait 2>/dev/null; return 0
 }
 
+# The real model as shipped (configs/gpu-qwen2.5-coder-0.5b.yaml: two examples in the prompt,
+# output checks, retries) on the FLORES-101 sentences that `tolk bench quality` scores (lines
+# 1-400 of ../shared/quality/flores101, which does not travel to the device: carry a copy and
+# set DATA), six pairs, each sentence once per level, at 256 clients: the saturation of
+# ../shared/research/real-speed-h100.md.
+REAL_CONFIG=configs/gpu-qwen2.5-coder-0.5b.yaml
+REAL_NAME=qwen2.5-coder-0.5b
+DATA=${DATA:-$SRC/../shared/quality/flores101}
+FLORES=$RUN/flores-400x6.jsonl
+REAL_LOAD=(--workload "$FLORES" --concurrency 256 --requests 2400 --warmup 256)
+
+real_model() {  # the converted model and the workload, once (the GGUF at models/.gguf)
+  [ -f models/qwen2.5-coder-0.5b-instruct/tolk-model.json ] \
+    || "${TOLK[@]}" fetch-model > "$RESULTS/fetch-model.log" 2>&1 || return 1
+  [ -f "$FLORES" ] || "$PY" - "$DATA" "$FLORES" <<'PY'
+import json, sys
+from pathlib import Path
+data, out = Path(sys.argv[1]), Path(sys.argv[2])
+files = {"en": "eng", "de": "deu", "fr": "fra", "es": "spa", "zh": "cmn_Hans", "ne": "npi"}
+lines = {tag: (data / f"{name}.txt").read_text(encoding="utf-8").splitlines()[:400]
+         for tag, name in files.items()}
+pairs = [("en", "de"), ("en", "fr"), ("en", "es"), ("en", "zh"), ("en", "ne"), ("de", "en")]
+with out.open("w", encoding="utf-8") as f:
+    for i in range(400):  # pairs interleaved, as mixed traffic arrives
+        for src, tgt in pairs:
+            f.write(json.dumps({"text": lines[src][i], "source_lang": src, "target_lang": tgt},
+                               ensure_ascii=False) + "\n")
+PY
+}
+
+step_real-one() {  # one server on one GPU; then the same load again under py-spy, if carried
+  real_model || return 1
+  CUDA_VISIBLE_DEVICES=0 serve real-one/serve "${TOLK[@]}" serve --config $REAL_CONFIG \
+    --port 8000 || return 1
+  "${TOLK[@]}" bench run --url http://127.0.0.1:8000 "${REAL_LOAD[@]}" \
+    --timeline-interval 0.25 --out "$RESULTS/real-one"
+  curl -s 127.0.0.1:8000/metrics > "$RESULTS/real-one/metrics.txt"
+  if command -v py-spy > /dev/null; then
+    py-spy record --pid $SERVER --rate 100 --duration 20 --format raw --nonblocking \
+      --output "$RESULTS/real-one/py-spy.txt" > "$RESULTS/real-one/py-spy.log" 2>&1 &
+    local spy=$!
+    "${TOLK[@]}" bench run --url http://127.0.0.1:8000 --workload "$FLORES" --concurrency 256 \
+      --duration 22 --warmup 0 --out "$RESULTS/real-one/profiled"
+    wait $spy
+  fi
+  unserve
+}
+
+step_real-fleet() {  # two servers, one GPU each, behind the proxy
+  real_model || return 1
+  fleet_up real-fleet -c $REAL_CONFIG --servers 2 --gpus 0,1 || return 1
+  "${TOLK[@]}" bench run --url http://127.0.0.1:8080 "${REAL_LOAD[@]}" \
+    --timeline-interval 0.25 --out "$RESULTS/real-fleet"
+  curl -s 127.0.0.1:8080/metrics > "$RESULTS/real-fleet/proxy-metrics.txt"
+  fleet_down
+}
+
+step_real-vllm-dp() {  # vLLM's DP 2 fed tolk's own prompts, against tolk's fleet, alternating
+  real_model || return 1
+  "${TOLK[@]}" bench versus-vllm --config $REAL_CONFIG --model $REAL_NAME --workload "$FLORES" \
+    --concurrency 256 --requests 2400 --rounds 2 --warmup 256 --data-parallel 2 \
+    --out "$RESULTS/real-vllm-dp"
+}
+
+step_real-versus() {  # one tolk server against one vLLM server, tolk's prompts, one GPU
+  real_model || return 1
+  CUDA_VISIBLE_DEVICES=0 "${TOLK[@]}" bench versus-vllm --config $REAL_CONFIG --model $REAL_NAME \
+    --workload "$FLORES" --concurrency 256 --requests 2400 --rounds 2 --warmup 256 \
+    --out "$RESULTS/real-versus"
+}
+
 steps=("$@")
 [ ${#steps[@]} -gt 0 ] || steps=(smoke journey overhead run-1b baseline-1b profile versus tune run-7b)
 model 1b > "$RESULTS/make-1b.log" 2>&1 || { log "making the 1B model failed"; exit 1; }
@@ -284,10 +359,17 @@ for step in "${steps[@]}"; do
   mkdir -p "$RESULTS/$step"
   log "begin $step"
   begun=$(date +%s)
+  sampler=
+  if command -v nvidia-smi > /dev/null; then
+    nvidia-smi --query-gpu=timestamp,index,utilization.gpu,memory.used --format=csv,noheader \
+      -lms 500 > "$RESULTS/$step/gpu-util.csv" 2>/dev/null &
+    sampler=$!
+  fi
   if "step_$step" > "$RESULTS/$step/step.log" 2>&1; then
     log "done $step in $(( $(date +%s) - begun )) s"
   else
     log "FAILED $step after $(( $(date +%s) - begun )) s; see $step/step.log"
   fi
+  [ -z "$sampler" ] || { kill "$sampler" 2>/dev/null; wait "$sampler" 2>/dev/null; }
 done
 log "all done"
