@@ -294,6 +294,24 @@ class ServerSettings(_Strict):
     max_file_chars: int = Field(
         1_000_000, ge=1, description="Most characters of text in one translated file."
     )
+    max_unzipped_bytes: ByteSize = Field(
+        ByteSize(64 << 20),
+        description="Most bytes a zipped file (.docx) may inflate to, all its members "
+        "together, checked before it is parsed (a zip bomb is refused with 413).",
+    )
+    prepare_threads: int = Field(
+        2,
+        ge=1,
+        description="Threads that parse, segment and put back together requests' texts and "
+        "files, off the event loop (work that grows with the input); also how many requests "
+        "do so at once.",
+    )
+    loop_stall_warning: float = Field(
+        0.1,
+        gt=0,
+        description="Seconds the event loop may be kept busy by one step before a warning "
+        "with the step's stack is logged (and tolk_event_loop_stalls_total counts it).",
+    )
     shutdown_grace: float = Field(
         20.0, ge=0, description="On SIGTERM, how long in-flight requests may run before 503."
     )

@@ -279,6 +279,12 @@ class ModelEngine:
         self.name = settings.name
         self._llm = llm
         self.starter = starter  # what a restart starts the next LLM with
+        # What a request's path imports from vLLM, imported with the engine's start: under a
+        # stand-in LLM nothing else had imported it, and the first request spent 6 s of
+        # imports (torch's among them) on the event loop.
+        import vllm.sampling_params
+        import vllm.v1.engine.exceptions  # noqa: F401
+
         self.tokenizer = load_tokenizer(settings)
         tokenizer = self.tokenizer
         self.budgets = Budgets(

@@ -44,6 +44,7 @@ from tolk.server.api.tolk import router
 from tolk.server.calls import Calls, client_closed
 from tolk.server.documents import DocumentStore
 from tolk.server.lifecycle import Lifecycle
+from tolk.server.loopwatch import StallWatch
 from tolk.server.metrics import CONCURRENCY_SAMPLE_INTERVAL, LOOP_SAMPLE_INTERVAL, ServiceMetrics
 from tolk.server.middleware import BodySizeLimit, BodyTimeout, RequestAccounting, Shedding
 from tolk.tm import TranslationMemories
@@ -125,7 +126,13 @@ def build_translator(
 
     s = config.server
     limits = Limits(
-        s.max_request_chars, s.max_texts, s.max_file_chars, s.segment_timeout, s.max_alternatives
+        s.max_request_chars,
+        s.max_texts,
+        s.max_file_chars,
+        s.segment_timeout,
+        s.max_alternatives,
+        prepare_threads=s.prepare_threads,
+        max_unzipped_bytes=int(s.max_unzipped_bytes),
     )
     return Translator(
         pool,
@@ -154,6 +161,7 @@ class ServerParts:
         memory_url = m.url or config.store.url
         self.memory = SegmentMemory(memory_url, m.max_entries) if m.enabled else None
         self._background: list[asyncio.Task[None]] = []
+        self._translator: Translator | None = None
 
     def start(self, app: FastAPI) -> None:
         """Start the engines (blocking: their start-up), then what runs beside them."""
@@ -167,7 +175,7 @@ class ServerParts:
             vllm_compat.cache_envs()
         app.state.pool = self.pool = pool
         self.metrics.start_models(pool.engines)
-        translator = build_translator(self.config, pool, self.store, self.memory)
+        translator = self._translator = build_translator(self.config, pool, self.store, self.memory)
         app.state.calls = Calls(self.config, translator, self.lifecycle, self.metrics, self.access)
         self.supervisor = supervise(pool, self.config, self.engine_metrics, self.lifecycle)
         self._background = [
@@ -175,6 +183,9 @@ class ServerParts:
             asyncio.create_task(sample_concurrency(pool, self.metrics)),
             asyncio.create_task(every(SYNC_SECONDS, self.store.sync, "syncing the key store")),
             asyncio.create_task(watch_loop(self.metrics)),
+            asyncio.create_task(
+                StallWatch(self.config.server.loop_stall_warning, self.metrics.loop_stalls).run()
+            ),
         ]
         if self.memory is not None:
             flush = every(FLUSH_SECONDS, self.memory.flush, "writing the segment memory")
@@ -199,6 +210,9 @@ class ServerParts:
         await self.documents.close()
         self.pool.shutdown()
         self.supervisor.close()
+        app_translator = self._translator
+        if app_translator is not None:
+            app_translator.close()
         self.store.sync()  # the last usage counts
         self.store.close()
         if self.memory is not None:

@@ -45,6 +45,7 @@ class ServiceMetrics:
             self.rejections,
             self.engines,
             self.loop_stall,
+            self.loop_stalls,
         )
         self.engine_metrics = engine_metrics
         self.registry.register(engine_metrics)
@@ -80,6 +81,12 @@ class ServiceMetrics:
             "continuously: the longest time one piece of work held the loop (every other "
             "request waits that long).",
             buckets=STALL_BUCKETS,
+            registry=r,
+        )
+        self.loop_stalls = Counter(
+            "tolk_event_loop_stalls",
+            "Steps that held the event loop longer than server.loop_stall_warning, each logged "
+            "with its stack (tolk.server.loopwatch).",
             registry=r,
         )
 

@@ -8,6 +8,7 @@ request; a .docx is opened with python-docx and its paragraphs become the docume
 from __future__ import annotations
 
 import io
+import zipfile
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import PurePath
@@ -83,9 +84,13 @@ async def translate_file(
     """A file translated as `request` asks (its glossary and instructions too); the format
     is the file's own."""
     kind = file_type(filename)
-    opened = (
-        _open_docx(filename, data) if kind.kind == "docx" else _open_text(filename, data, kind.kind)
-    )
+    # Opening and saving grow with the file: in the preparation pool, off the event loop.
+    if kind.kind == "docx":
+        opened = await translator.offload(
+            _open_docx, filename, data, translator.limits.max_unzipped_bytes
+        )
+    else:
+        opened = await translator.offload(_open_text, filename, data, kind.kind)
     limit = translator.limits.max_file_chars
     if opened.characters > limit:
         raise PayloadTooLarge(
@@ -100,7 +105,8 @@ async def translate_file(
         request,
         sample=opened.sample,
     )
-    return TranslatedFile(opened.save(translation.texts), kind.media_type, translation)
+    content = await translator.offload(opened.save, translation.texts)
+    return TranslatedFile(content, kind.media_type, translation)
 
 
 def _open_text(filename: str, data: bytes, fmt: Format) -> _Opened:
@@ -121,11 +127,46 @@ def _open_text(filename: str, data: bytes, fmt: Format) -> _Opened:
     )
 
 
-def _open_docx(filename: str, data: bytes) -> _Opened:
+def check_archive(
+    filename: str, data: bytes, max_bytes: int, kind: str, max_members: int = 10_000
+) -> None:
+    """Refuse a zip container (docx and the formats to come) whose members would inflate
+    past `max_bytes` together, or that holds more than `max_members`, before any parser reads
+    it: a 1 MB .docx whose document.xml inflates to 1 GiB had cost 2 GB of memory. The sizes
+    come from the archive's directory; Python's zipfile never inflates a member past its
+    stated size (it fails the member's CRC instead), so the check holds for a lying one."""
+    try:
+        with zipfile.ZipFile(io.BytesIO(data)) as archive:
+            members = archive.infolist()
+    except (zipfile.BadZipFile, ValueError, OSError) as exc:
+        raise InvalidRequest(
+            f"'{filename}' could not be read as a {kind} ({exc}); check that it is one and "
+            "not damaged",
+            field="file",
+        ) from exc
+    if len(members) > max_members:
+        raise PayloadTooLarge(
+            f"'{filename}' holds {len(members)} archive members; at most {max_members} are "
+            "accepted",
+            field="file",
+            limit=max_members,
+        )
+    inflated = sum(m.file_size for m in members)
+    if inflated > max_bytes:
+        raise PayloadTooLarge(
+            f"'{filename}' inflates to {inflated:,} bytes; at most {max_bytes:,} are accepted "
+            "(server.max_unzipped_bytes): split the document",
+            field="file",
+            limit=max_bytes,
+        )
+
+
+def _open_docx(filename: str, data: bytes, max_unzipped: int) -> _Opened:
     import docx
 
     from tolk.translation import office
 
+    check_archive(filename, data, max_unzipped, "Word document (.docx, a zip archive)")
     try:
         document = docx.Document(io.BytesIO(data))
     except Exception as exc:  # python-docx raises zipfile, lxml and KeyError alike

@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import html
 import re
-from collections.abc import Mapping
 from dataclasses import dataclass
 from html.parser import HTMLParser
 from typing import Literal

@@ -23,6 +23,8 @@ class Limits:
     max_file_chars: int = 1_000_000
     segment_seconds: float = 0.0  # added to the deadline per round of segments
     max_alternatives: int = 3
+    prepare_threads: int = 2  # tolk.translation.service: the pool for per-request work
+    max_unzipped_bytes: int = 64 << 20  # a zipped file's members, inflated, all together
 
     def check_alternatives(self, wanted: int) -> None:
         """Refuse asking for more alternative translations per text than allowed."""
@@ -52,16 +54,36 @@ class Limits:
             )
 
 
+class Deadline:
+    """A running deadline (`deadline_of`) that can be given more time once the work it
+    covers is known."""
+
+    def __init__(self, seconds: float) -> None:
+        self.seconds = seconds
+        self._timeout: asyncio.Timeout | None = None
+
+    def extend(self, seconds: float) -> None:
+        """`seconds` more than it had (the allowance per round of segments)."""
+        if seconds <= 0 or self._timeout is None:
+            return
+        when = self._timeout.when()
+        if when is not None:
+            self._timeout.reschedule(when + seconds)
+        self.seconds += seconds
+
+
 @asynccontextmanager
-async def deadline_of(seconds: float) -> AsyncIterator[None]:
+async def deadline_of(seconds: float) -> AsyncIterator[Deadline]:
+    deadline = Deadline(seconds)
     try:
-        async with asyncio.timeout(seconds):
-            yield
+        async with asyncio.timeout(seconds) as timeout:
+            deadline._timeout = timeout
+            yield deadline
     except TimeoutError as exc:
         raise DeadlineExceeded(
-            f"the translation did not finish within the {seconds:g} s deadline and was "
-            "stopped; retry later, send shorter texts, or allow a longer deadline",
-            deadline=seconds,
+            f"the translation did not finish within the {deadline.seconds:g} s deadline and "
+            "was stopped; retry later, send shorter texts, or allow a longer deadline",
+            deadline=deadline.seconds,
         ) from exc
 
 

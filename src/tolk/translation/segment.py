@@ -30,6 +30,7 @@ whitespace that fits, else at the budget.
 
 from __future__ import annotations
 
+import itertools
 import re
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
@@ -197,7 +198,7 @@ def _pack(
     if not sentences:
         return
     alone = many([text[a:b] for a, b in sentences])
-    joined = many([text[prev[1] : b] for prev, (_, b) in zip(sentences, sentences[1:])])
+    joined = many([text[prev[1] : b] for prev, (_, b) in itertools.pairwise(sentences)])
     current: tuple[int, int] | None = None
     tokens = 0
     for i, (start, end) in enumerate(sentences):

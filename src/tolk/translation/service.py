@@ -17,9 +17,11 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import functools
 import re
 import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
@@ -72,7 +74,7 @@ from tolk.translation.request import (
     TranslationRequest,
 )
 from tolk.translation.results import OnSegment, SegmentDone, Translation, Usage, merge
-from tolk.translation.segment import Segmented, SplitMode, segment
+from tolk.translation.segment import Counter, ManyCounter, Segmented, SplitMode, segment
 
 T = TypeVar("T")
 
@@ -138,8 +140,25 @@ class Translator:
         self.detector = Detector(pool.sources)
         # Output checks tell among every language served, targets too.
         self.checks = OutputChecks([*pool.sources, *pool.targets])
-        # Per-text work waits for a turn: one piece per pass of the event loop.
+        # Per-segment work waits for a turn: one piece per pass of the event loop.
         self.pacer = Pacer()
+        # Per-request work whose cost grows with the input (parsing, segmenting, the
+        # glossary, planning and rendering documents) runs here, never on the event loop,
+        # so one large or hostile request cannot stall every other client; the pool's size
+        # bounds how many such requests use CPU at once (`server.prepare_threads`).
+        self._prepare = ThreadPoolExecutor(
+            max_workers=limits.prepare_threads, thread_name_prefix="tolk-prepare"
+        )
+
+    async def offload(self, fn: Callable[..., T], *args: Any) -> T:
+        """`fn(*args)` in the preparation pool. Cancelling the caller (a deadline, a client
+        gone) does not stop the call, which is why every such step is linear in its input
+        and bounded by the request size limits."""
+        loop = asyncio.get_running_loop()
+        return await loop.run_in_executor(self._prepare, functools.partial(fn, *args))
+
+    def close(self) -> None:
+        self._prepare.shutdown(wait=False, cancel_futures=True)
 
     def detect(self, texts: Sequence[str]) -> list[Detection]:
         return self.detector.detect_all(texts)
@@ -252,35 +271,36 @@ class Translator:
         """The one path every request takes (texts, markup, files): `documents(cut)` makes
         the documents once the model (and so its tokenizer) is known. Without a source
         language, it is detected from `sample` (a file's text)."""
-        source_lang, model, split = request.source_lang, request.model, request.split
-        detections: tuple[Detection, ...] = ()
-        if is_auto(source_lang):
-            detections = (self.detector.detect(sample),)
-            source_lang = detections[0].language
-        assert source_lang is not None
-        source = request_lang(source_lang, "source_lang")
-        target = request_lang(request.target_lang, "target_lang")
-        engine = self.pool.route(source.tag, target.tag, model)
-        engine.check_alive()
-        if request.translation_memory is not None:  # (the store's database: off the loop)
-            await asyncio.to_thread(self._check_memory, request.translation_memory, source)
-        told = instructions_for(engine, target, request.instructions)
-        cut = self._splitter(engine, split, source)
-        resolved = self._glossary(request.glossary, source, target)
-        await self.pacer.turn()
-        docs = [resolved.protect(d) for d in documents(cut)]
-        plan = DocumentPlan(docs, cut, self._fits(engine))
-        # Admission is decided for the whole request before any per-segment work.
-        segments = len(plan.first) + len(plan.known_runs)
-        with engine.admit(segments) as window:
-            started = time.monotonic()
-            slots = asyncio.Semaphore(window)
-            # Each segment is 1 + its sampled outputs' sequences in the engine's batch.
-            sampled = max(engine.settings.candidates.n - 1, request.alternatives)
-            seconds = work_deadline(
-                request.deadline, self.limits.segment_seconds, segments * (1 + sampled), window
+        # One deadline from here, the preparation included; the allowance per round of
+        # segments is added once the segments are known.
+        async with deadline_of(request.deadline) as deadline:
+            source_lang, model, split = request.source_lang, request.model, request.split
+            detections: tuple[Detection, ...] = ()
+            if is_auto(source_lang):
+                detections = (self.detector.detect(sample),)  # (its first MAX_CHARS only)
+                source_lang = detections[0].language
+            assert source_lang is not None
+            source = request_lang(source_lang, "source_lang")
+            target = request_lang(request.target_lang, "target_lang")
+            engine = self.pool.route(source.tag, target.tag, model)
+            engine.check_alive()
+            if request.translation_memory is not None:  # (the store's database: off the loop)
+                await asyncio.to_thread(self._check_memory, request.translation_memory, source)
+            told = instructions_for(engine, target, request.instructions)
+            cut = self._splitter(engine, split, source)
+            plan, resolved = await self.offload(
+                self._plan, documents, cut, request.glossary, source, target, engine
             )
-            async with deadline_of(seconds):
+            # Admission is decided for the whole request before any per-segment work.
+            segments = len(plan.first) + len(plan.known_runs)
+            with engine.admit(segments) as window:
+                started = time.monotonic()
+                slots = asyncio.Semaphore(window)
+                # Each segment is 1 + its sampled outputs' sequences in the engine's batch.
+                sampled = max(engine.settings.candidates.n - 1, request.alternatives)
+                deadline.extend(
+                    work_deadline(0, self.limits.segment_seconds, segments * (1 + sampled), window)
+                )
                 progress = _Progress(segments, segments)
                 done: dict[str, Done] = {}
                 pending = plan.first
@@ -302,11 +322,12 @@ class Translator:
                         request.memory,
                         request.translation_memory,
                     )
-                    pending = plan.restore(done)
-        engine_seconds = time.monotonic() - started
+                    pending = await self.offload(plan.restore, done)
+            engine_seconds = time.monotonic() - started
+            texts, alternatives, warnings = await self.offload(
+                _rendered, plan, done, request.alternatives
+            )
         generations = [g for g in done.values() if not (g.from_memory or g.from_tm)]
-        texts = plan.render(done)
-        alternatives = plan.alternatives(done, request.alternatives)
         return Translation(
             texts=texts,
             source=source,
@@ -325,16 +346,27 @@ class Translator:
             lengths=[(g.source_tokens, g.completion_tokens) for g in generations],
             detections=detections,
             alternatives=tuple(tuple(a) for a in alternatives) if request.alternatives else (),
-            warnings=tuple(
-                TextWarning(text, code, units)
-                for text, codes in enumerate(plan.warnings(done))
-                for code, units in sorted(codes.items())
-            ),
+            warnings=warnings,
             checks=CheckCounts.of(
                 [g.found for g in generations],
                 [(not g.problems) if g.retried else None for g in generations],
             ),
         )
+
+    def _plan(
+        self,
+        documents: Callable[[Splitter], Sequence[Document]],
+        cut: Splitter,
+        asked: GlossaryRequest,
+        source: Lang,
+        target: Lang,
+        engine: ModelEngine,
+    ) -> tuple[DocumentPlan, Glossary]:
+        """The request's documents parsed, their do-not-translate terms protected and their
+        engine work planned (in the preparation pool: linear in the input)."""
+        resolved = self._glossary(asked, source, target)
+        docs = [resolved.protect(d) for d in documents(cut)]
+        return DocumentPlan(docs, cut, self._fits(engine)), resolved
 
     def _check_memory(self, asked: MemoryRequest, source: Lang) -> None:
         """The translation memory a request names exists, for its source language."""
@@ -371,7 +403,7 @@ class Translator:
 
     @staticmethod
     def _splitter(engine: ModelEngine, split: SplitMode, source: Lang) -> Splitter:
-        tokenizer = engine.tokenizer
+        count, count_many = token_counters(engine.tokenizer)
 
         def cut(text: str) -> Segmented:
             return segment(
@@ -379,7 +411,8 @@ class Translator:
                 split,
                 language=source.code,
                 max_tokens=engine.settings.max_segment_tokens,
-                count=lambda piece: len(tokenizer.encode(piece, add_special_tokens=False)),
+                count=count,
+                count_many=count_many,
             )
 
         return cut
@@ -389,10 +422,8 @@ class Translator:
         """Whether a markup unit goes to the model whole; one over `max_segment_tokens` is
         translated run by run instead."""
         limit = engine.settings.max_segment_tokens
-        return lambda masked: (
-            len(masked.encode()) <= limit
-            or len(engine.tokenizer.encode(masked, add_special_tokens=False)) <= limit
-        )
+        count, _ = token_counters(engine.tokenizer)
+        return lambda masked: len(masked.encode()) <= limit or count(masked) <= limit
 
     async def _generate_all(
         self,
@@ -596,6 +627,43 @@ class Translator:
             # A line's translation stays one line, or the text's line structure would move.
             translation = _LINE_BREAKS.sub(" ", translation)
         return keep_outer_whitespace(source_text, translation), cut
+
+
+def token_counters(tokenizer: Any) -> tuple[Counter, ManyCounter]:
+    """Token counts of pieces, without special tokens, for the preparation threads: through
+    the fast tokenizer's Rust core where there is one (`backend_tokenizer`: a quarter of the
+    wrapper's cost per call, safe to share between threads since encoding does not change it;
+    many pieces in one batched call), else through `encode`."""
+    backend = getattr(tokenizer, "backend_tokenizer", None)
+    if backend is None:
+
+        def count(piece: str) -> int:
+            return len(tokenizer.encode(piece, add_special_tokens=False))
+
+        return count, lambda pieces: [count(p) for p in pieces]
+
+    def fast(piece: str) -> int:
+        return len(backend.encode(piece, add_special_tokens=False).ids)
+
+    def many(pieces: Sequence[str]) -> list[int]:
+        return [len(e.ids) for e in backend.encode_batch(list(pieces), add_special_tokens=False)]
+
+    return fast, many
+
+
+def _rendered(
+    plan: DocumentPlan, done: Mapping[str, Done], alternatives: int
+) -> tuple[list[str], list[list[str]], tuple[TextWarning, ...]]:
+    """The documents put back together, their alternatives and warnings (in the preparation
+    pool, like their parsing)."""
+    texts = plan.render(done)
+    others = plan.alternatives(done, alternatives)
+    warnings = tuple(
+        TextWarning(text, code, units)
+        for text, codes in enumerate(plan.warnings(done))
+        for code, units in sorted(codes.items())
+    )
+    return texts, others, warnings
 
 
 def reference_instruction(match: Match) -> str:
