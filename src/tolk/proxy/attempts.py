@@ -26,6 +26,9 @@ log = logging.getLogger("tolk.proxy")
 RETRYABLE_CODES = {"overloaded", "shutting_down", "engine_unavailable", "engine_restarting"}
 # Codes after which the upstream gets nothing new for its Retry-After (capped at 30 s).
 COOLING_CODES = {"overloaded", "engine_restarting"}
+# Refusals about the caller (its key's rate or quota), whatever their status: another
+# upstream would refuse it the same, and the upstream is well.
+CALLER_CODES = {"rate_limited", "quota_exceeded"}
 # Upstream response headers the client gets (lower-cased), besides the body.
 PASSED_HEADERS = frozenset(
     {
@@ -136,31 +139,28 @@ class Forwarder:
                     detail=f"{type(exc).__name__}: {exc}",
                 )
 
-    def judge(self, attempt: Attempt) -> bool:
+    def judge(self, attempt: Attempt, clients_deadline: bool = False) -> bool:
         """Feed the attempt to the upstream's health state; True if another upstream should
-        be tried."""
+        be tried. `clients_deadline`: the request's deadline is the client's, shorter than
+        the proxy's own (X-Request-Timeout)."""
         upstream = attempt.upstream
         outcome = attempt.failure or str(attempt.status)
         self.metrics.upstream_requests.labels(upstream.url, outcome).inc()
         self.metrics.upstream_latency.labels(upstream.url).observe(attempt.seconds)
         retry = False
+        code = attempt.error_code() if attempt.status >= 400 else None
         if attempt.failure is not None:
             retry = attempt.failure in ("connect", "reset")
-            failed = True
-        elif attempt.status in (503, 429) and attempt.error_code() != "rate_limited":
+        elif attempt.status in (503, 429) and code not in CALLER_CODES:
             # 429: the drop-in APIs' overload (their clients retry 429, not 503).
-            code = attempt.error_code()
             retry = code in RETRYABLE_CODES
             if code == "shutting_down" and upstream.mark_down("answered 503 shutting_down"):
                 self.metrics.ejections.labels(upstream.url, "shutting_down").inc()
             elif code in COOLING_CODES:
                 retry_after = seconds_of((attempt.headers or {}).get("retry-after"), default=1.0)
                 upstream.cool(min(retry_after, 30.0))
-                self.metrics.ejections.labels(upstream.url, code).inc()
-            failed = True
-        else:
-            failed = attempt.status >= 500
-        if upstream.settle(failed):
+                self.metrics.ejections.labels(upstream.url, str(code)).inc()
+        if upstream.settle(upstream_failed(attempt, code, clients_deadline)):
             self.metrics.ejections.labels(upstream.url, "circuit_open").inc()
             log.warning("circuit open for %s after %s", upstream.url, outcome)
         return retry
@@ -172,10 +172,12 @@ class Forwarder:
         candidates: list[Upstream],
         deadline: float,
         target: Target = TRANSLATE,
+        clients_deadline: bool = False,
     ) -> tuple[Attempt | None, float, list[Attempt]]:
         """Try candidates until one answers for good, attempts run out, or the deadline
-        passes. Returns the final attempt (None if none could be made), the seconds spent
-        waiting on upstreams, and every attempt."""
+        passes (`clients_deadline`: one the client set, shorter than the proxy's own).
+        Returns the final attempt (None if none could be made), the seconds spent waiting
+        on upstreams, and every attempt."""
         loop = asyncio.get_running_loop()
         end = loop.time() + deadline
         tried: set[str] = set()
@@ -191,7 +193,7 @@ class Forwarder:
             tried.add(upstream.url)
             attempt = await self.attempt(upstream, body, request_id, remaining, target)
             attempts.append(attempt)
-            if not self.judge(attempt):
+            if not self.judge(attempt, clients_deadline):
                 break
             if number + 1 < retries.attempts:
                 reason = attempt.failure or attempt.error_code() or str(attempt.status)
@@ -200,6 +202,19 @@ class Forwarder:
                 await asyncio.sleep(max(0.0, min(pause, end - loop.time())))
         waited = sum(a.seconds for a in attempts)
         return (attempts[-1] if attempts else None), waited, attempts
+
+
+def upstream_failed(attempt: Attempt, code: str | None, clients_deadline: bool) -> bool:
+    """Whether an attempt counts against its upstream's circuit breaker: only what says
+    the upstream is unwell (no connection, a reset, a timeout, a 5xx or an overload's 429),
+    never what the request itself brought about, which any client could send to open every
+    upstream's circuit: a 4xx (a malformed or hostile request), a refusal of the caller's
+    rate or quota, or a deadline the client chose shorter than the proxy's own."""
+    if attempt.failure is not None:
+        return not (attempt.failure == "timeout" and clients_deadline)
+    if code in CALLER_CODES or (code == "deadline_exceeded" and clients_deadline):
+        return False
+    return attempt.status >= 500 or attempt.status == 429
 
 
 def seconds_of(value: str | None, default: float) -> float:

@@ -62,6 +62,7 @@ class Incoming:
     content_type: str
     query: str
     deadline: float
+    clients_deadline: bool = False  # the client's X-Request-Timeout, shorter than the proxy's
 
 
 async def read_incoming(
@@ -86,9 +87,10 @@ async def read_incoming(
         return too_large(limit, request_id, api)
     deadline = config.request_timeout
     asked = seconds_of(request.headers.get("x-request-timeout"), default=math.inf)
-    if 0 < asked < deadline:
+    clients = 0 < asked < deadline
+    if clients:
         deadline = asked
-    return Incoming(api, body, media, content_type, query, deadline)
+    return Incoming(api, body, media, content_type, query, deadline, clients)
 
 
 async def route_of_request(request: Request, incoming: Incoming) -> Route | None:
@@ -190,8 +192,9 @@ async def forward_watched(
     watcher = asyncio.create_task(watch())
     try:
         return await forwarder.forward(
-            incoming.body, request_id, candidates, incoming.deadline, target
-        )
+            incoming.body, request_id, candidates, incoming.deadline, target,
+            incoming.clients_deadline,
+        )  # fmt: skip
     except asyncio.CancelledError:
         if not left:
             raise

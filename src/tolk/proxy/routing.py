@@ -11,10 +11,12 @@ from typing import Any
 from urllib.parse import parse_qs
 
 from fastapi import Request
+from starlette.formparsers import MultiPartException
 from starlette.types import Message
 
 from tolk.errors import InvalidLanguage
 from tolk.languages import request_lang
+from tolk.wire.bodies import InvalidInput, loads
 from tolk.wire.codes import from_libretranslate
 
 
@@ -47,8 +49,8 @@ def _fields(body: bytes, media: str, query: str) -> dict[str, Any] | None:
     if not body.strip():
         return fields
     try:
-        data = json.loads(body)
-    except ValueError:
+        data = loads(body)
+    except (ValueError, InvalidInput):  # not JSON, too deep, a lone surrogate
         return None
     return {**fields, **data} if isinstance(data, dict) else None
 
@@ -84,7 +86,9 @@ MAX_STICKY = 10_000
 
 
 async def multipart_fields(body: bytes, content_type: str) -> dict[str, Any]:
-    """A multipart body's text fields (the file parts are not needed to route)."""
+    """A multipart body's text fields (the file parts are not needed to route); none when
+    the body cannot be read as one (no boundary, a broken part header): the upstream that
+    gets it says what is wrong, in its API's shape."""
 
     async def receive() -> Message:
         return {"type": "http.request", "body": body, "more_body": False}
@@ -94,7 +98,10 @@ async def multipart_fields(body: bytes, content_type: str) -> dict[str, Any]:
         "method": "POST",
         "headers": [(b"content-type", content_type.encode())],
     }
-    form = await Request(scope, receive).form()
+    try:
+        form = await Request(scope, receive).form()
+    except MultiPartException:
+        return {}
     return {k: v for k, v in form.multi_items() if isinstance(v, str)}
 
 

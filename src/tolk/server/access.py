@@ -23,6 +23,7 @@ from limits.strategies import MovingWindowRateLimiter
 
 from tolk.errors import InvalidKey, KeyRequired, QuotaExceeded, RateLimited
 from tolk.keys import Key, KeyStore, Period, period_start
+from tolk.wire.bodies import check_text
 
 # What /v2/usage reports as the limit of a caller without a quota: DeepL Pro's own
 # "unlimited" figure, so that clients' `any_limit_reached` stays false.
@@ -62,6 +63,7 @@ class Access:
                     "(created with `tolk keys add`)"
                 )
             return Caller(self.anonymous)
+        check_text(secret, "the API key")  # read_params refuses it first; hashing would fail
         key = self.store.lookup(secret)
         if key is None:
             if not self.require_key and not self.store.has_keys():

@@ -1,19 +1,27 @@
 """Request parameters wherever a client puts them: a JSON body, a urlencoded or multipart
 form (also on a GET, as the `deepl` and `libretranslatepy` clients send), and the query
 string. The body comes first, then the query (DeepL's mock server and LibreTranslate's
-`request.values` do the same)."""
+`request.values` do the same).
+
+Whatever the API, a body nested too deep or a string with a lone surrogate is refused here
+with a 400 (tolk.wire.bodies), before any parameter is read; tolk's own routes, whose
+bodies FastAPI parses, are checked the same way by CheckedRoute."""
 
 from __future__ import annotations
 
-import json
-from collections.abc import Mapping
+from collections.abc import Callable, Coroutine, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from fastapi.routing import APIRoute
 from starlette.datastructures import FormData, UploadFile
+from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.formparsers import MultiPartException
 from starlette.requests import Request
+from starlette.responses import Response
 
 from tolk.errors import InvalidRequest
+from tolk.wire.bodies import InvalidInput, check_texts, loads
 
 
 @dataclass
@@ -84,18 +92,29 @@ def _media_type(request: Request) -> str:
     return request.headers.get("content-type", "").split(";")[0].strip().lower()
 
 
+_FORMS = ("application/x-www-form-urlencoded", "multipart/form-data")
+
+
 async def read_params(request: Request) -> Params:
     query: dict[str, list[str]] = {}
+    check_texts(request.query_params.multi_items(), "query parameter")
     for key, value in request.query_params.multi_items():
         query.setdefault(key, []).append(value)
     media = _media_type(request)
-    if media in ("application/x-www-form-urlencoded", "multipart/form-data"):
-        return Params(form=await request.form(max_files=4), query=query)
+    if media in _FORMS:
+        try:
+            form = await request.form(max_files=4)
+        except StarletteHTTPException as exc:
+            if exc.status_code != 400:  # the body's size or time limit (413, 408)
+                raise
+            raise unreadable_form(exc) from None
+        check_texts(form.multi_items(), "form field")
+        return Params(form=form, query=query)
     body = await request.body()
     if not body.strip():
         return Params(query=query)
     try:
-        data = json.loads(body)
+        data = loads(body)
     except ValueError as exc:
         raise InvalidRequest(
             "the body is not valid JSON (send JSON, a urlencoded or a multipart form)",
@@ -104,3 +123,47 @@ async def read_params(request: Request) -> Params:
     if not isinstance(data, dict):
         raise InvalidRequest("the JSON body must be an object", field="body")
     return Params(json=data, query=query)
+
+
+def unreadable_form(exc: StarletteHTTPException) -> InvalidInput:
+    """Starlette's 400 for a form it cannot parse (no boundary, a broken part header, too
+    many files), with what to send instead."""
+    return InvalidInput(
+        f"the form body cannot be read ({exc.detail}); send a urlencoded form, or a "
+        "multipart one with the boundary its Content-Type names",
+        field="body",
+    )
+
+
+class CheckedRequest(Request):
+    """A request whose JSON body is decoded by tolk.wire.bodies.loads."""
+
+    _checked: Any
+
+    async def json(self) -> Any:
+        if not hasattr(self, "_checked"):
+            self._checked = loads(await self.body())
+        return self._checked
+
+
+class CheckedRoute(APIRoute):
+    """A route whose body FastAPI parses (tolk's own API) decoded as read_params decodes
+    one: JSON nested too deep or with a lone surrogate, or a form that cannot be read, is a
+    400 in the API's shape. FastAPI turns an exception while parsing a JSON body into its own
+    400 ("There was an error parsing the body"), raised from it; that one is answered with
+    its own message."""
+
+    def get_route_handler(self) -> Callable[[Request], Coroutine[Any, Any, Response]]:
+        handle = super().get_route_handler()
+
+        async def checked(request: Request) -> Response:
+            try:
+                return await handle(CheckedRequest(request.scope, request.receive))
+            except StarletteHTTPException as exc:
+                if isinstance(exc.__cause__, InvalidInput):
+                    raise exc.__cause__ from None
+                if isinstance(exc.__context__, MultiPartException):
+                    raise unreadable_form(exc) from None
+                raise
+
+        return checked

@@ -64,6 +64,7 @@ def served_by_upstreams(path: str) -> bool:
 
 
 FORMS = (b"application/x-www-form-urlencoded", b"multipart/form-data")
+_NAMES_Q = re.compile(rb'"q"\s*:')
 
 # LibreTranslate's after_request headers, on every one of its responses. Not starlette's
 # CORSMiddleware: that one answers only requests that carry an Origin (and preflights only
@@ -186,11 +187,14 @@ class ApiDispatch:
 
 def _has_q(body: bytes) -> bool:
     """Whether a JSON body is an object with a `q` member (cheap test first: tolk's own
-    bodies rarely contain the bytes `"q"` at all)."""
+    bodies rarely contain the bytes `"q"` at all). A body nested too deep to decode is
+    LibreTranslate's if it names a `q` member anywhere: refused in its shape."""
     if b'"q"' not in body:
         return False
     try:
         data = json.loads(body)
     except ValueError:
         return False
+    except RecursionError:
+        return _NAMES_Q.search(body) is not None
     return isinstance(data, dict) and "q" in data

@@ -22,6 +22,7 @@ from tolk.errors import TolkError
 log = logging.getLogger("tolk.server")
 
 _HTTP_CODES = {
+    400: "invalid_request",
     404: "not_found",
     405: "method_not_allowed",
     408: "request_timeout",

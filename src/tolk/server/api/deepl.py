@@ -376,15 +376,38 @@ def parse_entries(text: str, entries_format: str) -> dict[str, str]:
         raise InvalidRequest("Value for 'entries_format' not supported: use tsv or csv")
     delimiter = "\t" if entries_format == "tsv" else ","
     entries: dict[str, str] = {}
-    for number, row in enumerate(csv.reader(io.StringIO(text), delimiter=delimiter), 1):
-        if not row or not "".join(row).strip():
-            continue
-        if len(row) < 2 or not row[0].strip() or not row[1].strip():
-            raise InvalidRequest(f"Invalid glossary entries: line {number} is not source, target")
-        entries[row[0].strip()] = row[1].strip()
+    reader = csv.reader(io.StringIO(text), delimiter=delimiter)
+    try:
+        for row in reader:
+            number = reader.line_num
+            if not row or not "".join(row).strip():
+                continue
+            if len(row) < 2 or not row[0].strip() or not row[1].strip():
+                raise InvalidRequest(
+                    f"Invalid glossary entries: line {number} is not source, target"
+                )
+            entries[row[0].strip()] = row[1].strip()
+    except csv.Error as exc:
+        raise InvalidRequest(
+            f"Invalid glossary entries: line {reader.line_num} {_csv_problem(exc)}",
+            field="entries",
+        ) from None
     if not entries:
         raise InvalidRequest("Invalid glossary entries: none given")
     return entries
+
+
+def _csv_problem(exc: csv.Error) -> str:
+    """What the csv module found wrong with a line, in words a client can act on."""
+    reason = str(exc)
+    if reason.startswith("new-line character"):
+        return (
+            "has a carriage return (\\r) inside an unquoted term; separate entries with "
+            "\\n (or \\r\\n), and quote a term that holds a line break"
+        )
+    if reason.startswith("field larger than field limit"):
+        return f"has a term longer than {csv.field_size_limit()} characters"
+    return f"cannot be read: {reason}"
 
 
 def _owned(calls: Calls, caller: Caller, glossary_id: str) -> StoredGlossary:

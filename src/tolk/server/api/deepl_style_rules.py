@@ -20,7 +20,7 @@ from typing import Any
 from fastapi import APIRouter, Request, Response
 from fastapi.responses import JSONResponse
 
-from tolk.errors import InvalidRequest, NotFound
+from tolk.errors import InvalidRequest, NotFound, TolkError
 from tolk.keys import CustomInstruction, StyleRule
 from tolk.server.access import Caller
 from tolk.server.api.deepl import PARAMS_BODY, caller_of, deepl_lang, deepl_time
@@ -41,6 +41,11 @@ CATEGORIES = frozenset(
     }
 )
 MAX_INSTRUCTIONS, MAX_PROMPT, MAX_LABEL = 200, 300, 100
+
+
+class UnsupportedMediaType(TolkError):
+    code = "unsupported_media_type"
+    status = 415
 
 
 def _info(rule: StyleRule, detailed: bool = True) -> dict[str, Any]:
@@ -188,7 +193,17 @@ async def delete(style_id: str, request: Request, calls: CallsDep) -> Response:
 async def configure(style_id: str, request: Request, calls: CallsDep) -> JSONResponse:
     params = await read_params(request)
     rule = _owned(calls, caller_of(calls, request, params), style_id)
-    body = await request.json()  # the bare {category: {rule: option}} object
+    # The bare {category: {rule: option}} object, which only JSON can carry.
+    if params.form is not None:
+        raise UnsupportedMediaType(
+            "configured_rules: send the {category: {rule: option}} object as a JSON body "
+            "(Content-Type: application/json), not a form"
+        )
+    if params.json is None:
+        raise InvalidRequest(
+            "configured_rules: the body must be a {category: {rule: option}} object"
+        )
+    body = dict(params.json)
     return JSONResponse(_info(await _changed(calls, rule, configured_rules=_configured(body))))
 
 

@@ -21,6 +21,7 @@ from tolk.server.access import Caller
 from tolk.server.calls import Calls, CallsDep, attachment, bearer_key
 from tolk.server.lifecycle import Lifecycle
 from tolk.server.metrics import ServiceMetrics
+from tolk.server.params import CheckedRoute
 from tolk.server.schemas import (
     ERROR_RESPONSES,
     Candidate,
@@ -80,7 +81,7 @@ LifecycleDep = Annotated[Lifecycle, Depends(_lifecycle)]
 MetricsDep = Annotated[ServiceMetrics, Depends(_metrics)]
 CallerDep = Annotated[Caller, Depends(_caller)]
 
-router = APIRouter()
+router = APIRouter(route_class=CheckedRoute)
 T = TypeVar("T")
 RequestTimeout = Annotated[
     float | None,
