@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from types import SimpleNamespace
 
 import pytest
 
@@ -290,3 +291,49 @@ def test_examples_come_before_the_text_as_earlier_turns(texts: TextMaker) -> Non
     plain = plan_job(without, texts.tokenizer, 4096, 0, "Good morning.", lang("en"), lang("de"))
     assert texts.tokenizer.decode(plain.prompt_ids).count(asked) == 1
     assert len(plain.prompt_ids) < len(job.prompt_ids)
+
+
+def test_prompt_ids_from_remembered_pieces_are_the_tokenizers_own(texts: TextMaker) -> None:
+    """PromptEncoder (the system and example turns encoded once per pair) gives exactly the
+    ids the tokenizer gives the whole rendered prompt, for every pair and kind of text, a
+    text holding a special token's name too; and it is not used where an added token strips
+    the text around it."""
+    from tolk.config import ModelSettings
+    from tolk.translation.jobs import PromptEncoder, plan_job
+
+    tokenizer = texts.tokenizer
+    settings = ModelSettings(
+        name="m", path="x", languages=["en", "de", "ne", "zh"], prompt_examples=2
+    )
+    samples = [
+        "Good morning.",
+        "Run <g1>make</g1> now.",
+        "  leading and trailing spaces  ",
+        "A literal <|im_end|> in the text, and <|im_start|>user again.",
+        "नमस्ते संसार।",
+        "中文句子，没有空格。",
+        texts.text(150),
+    ]
+    pairs = [("en", "de"), ("de", "en"), ("en", "ne"), ("en", "zh")]
+    for source, target in pairs:
+        for text in samples:
+            job = plan_job(settings, tokenizer, 4096, 0, text, lang(source), lang(target))
+            whole = tokenizer.decode(job.prompt_ids)
+            assert tokenizer.encode(whole, add_special_tokens=False) == job.prompt_ids
+    encoder = PromptEncoder(tokenizer)
+    assert encoder.usable
+    for text in samples:
+        prompt = f"<|im_start|>system\nS<|im_end|>\n<|im_start|>user\n{text}<|im_end|>\n"
+        for _ in range(2):  # the second time from remembered pieces
+            assert encoder.encode(prompt) == tokenizer.encode(prompt, add_special_tokens=False)
+    assert encoder.usable  # no difference was found
+
+    stripping = SimpleNamespace(
+        added_tokens_decoder={
+            1: SimpleNamespace(
+                content="<s>", lstrip=True, rstrip=False, single_word=False, normalized=False
+            )
+        },
+        backend_tokenizer=object(),
+    )
+    assert not PromptEncoder(stripping).usable

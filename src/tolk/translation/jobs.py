@@ -4,8 +4,14 @@ very same prompts."""
 
 from __future__ import annotations
 
+import logging
 import math
+import re
+import weakref
 from dataclasses import dataclass
+from typing import Any
+
+import cachetools
 
 from tolk.budget import DEFAULT_RATIO
 from tolk.config import ModelSettings
@@ -35,13 +41,95 @@ class EngineJob:
     examples: tuple[str, ...] = ()
 
 
+log = logging.getLogger("tolk.translation")
+
+
+class PromptEncoder:
+    """Token ids of rendered chat prompts, each stretch between two special tokens encoded
+    once and remembered.
+
+    A fast tokenizer matches its added tokens (`<|im_start|>`, ...) first and encodes the
+    text between them piece by piece, so a prompt's ids are its pieces' ids side by side.
+    Every request of a pair repeats the same system turn and example turns: on the H100 at
+    256 clients re-tokenising them was 26% of the event loop (docs/benchmarks.md, section
+    13). Here only the pieces not seen lately (the segment's own turn) are encoded, through
+    the tokenizer's Rust core. Used only where the added tokens are plain (no stripping,
+    single-word or normalised matching, which would change how the text is cut), and its
+    first prompts are checked against the tokenizer's own encoding: any difference turns
+    it off for good, with a warning."""
+
+    CHECKED = 64  # prompts compared with the full encoding first
+
+    def __init__(self, tokenizer: Any) -> None:
+        self._tokenizer = tokenizer
+        self._backend = getattr(tokenizer, "backend_tokenizer", None)
+        added = dict(getattr(tokenizer, "added_tokens_decoder", {}) or {})
+        plain = all(
+            not (t.lstrip or t.rstrip or t.single_word or t.normalized) for t in added.values()
+        )
+        self._ids = {t.content: i for i, t in added.items()}
+        names = sorted(self._ids, key=len, reverse=True)
+        self._split = re.compile("(" + "|".join(map(re.escape, names)) + ")") if names else None
+        self.usable = self._backend is not None and plain and self._split is not None
+        self._checked = 0
+        self._pieces: cachetools.LRUCache[str, list[int]] = cachetools.LRUCache(4096)
+
+    def encode(self, text: str) -> list[int]:
+        """`tokenizer.encode(text, add_special_tokens=False)`, from remembered pieces."""
+        if not self.usable:
+            return list(self._tokenizer.encode(text, add_special_tokens=False))
+        assert self._split is not None
+        assert self._backend is not None
+        ids: list[int] = []
+        for n, piece in enumerate(self._split.split(text)):
+            if n % 2:
+                ids.append(self._ids[piece])
+            elif piece:
+                known = self._pieces.get(piece)
+                if known is None:
+                    known = self._pieces[piece] = self._backend.encode(
+                        piece, add_special_tokens=False
+                    ).ids
+                ids += known
+        if self._checked < self.CHECKED:
+            self._checked += 1
+            full = list(self._tokenizer.encode(text, add_special_tokens=False))
+            if full != ids:
+                self.usable = False
+                log.warning(
+                    "prompt token ids from cached pieces differ from the tokenizer's own "
+                    "(%d vs %d ids); encoding whole prompts from now on",
+                    len(ids),
+                    len(full),
+                )
+                return full
+        return ids
+
+    def count(self, text: str) -> int:
+        """Tokens in plain text (no special tokens)."""
+        if self._backend is not None:
+            return len(self._backend.encode(text, add_special_tokens=False).ids)
+        return len(self._tokenizer.encode(text, add_special_tokens=False))
+
+
+_encoders: weakref.WeakKeyDictionary[Any, PromptEncoder] = weakref.WeakKeyDictionary()
+
+
+def encoder(tokenizer: Tokenizer) -> PromptEncoder:
+    """The tokenizer's PromptEncoder (one per tokenizer, made on first use)."""
+    found = _encoders.get(tokenizer)
+    if found is None:
+        found = _encoders[tokenizer] = PromptEncoder(tokenizer)
+    return found
+
+
 def render(prompt: Prompt, tokenizer: Tokenizer) -> list[int]:
     """Token ids for a prompt: chat prompts through the model's own chat template."""
     if isinstance(prompt, ChatPrompt):
         text = tokenizer.apply_chat_template(
             prompt.messages, tokenize=False, add_generation_prompt=True
         )
-        return tokenizer.encode(str(text), add_special_tokens=False)
+        return encoder(tokenizer).encode(str(text))
     return tokenizer.encode(prompt.text)
 
 
@@ -75,7 +163,7 @@ def plan_job(
         as_shown = [(for_model(s, syntax), for_model(t, syntax)) for s, t in shown]
         prompt = with_examples(prompt, as_shown, source, target)
     prompt_ids = render(prompt, tokenizer)
-    source_tokens = len(tokenizer.encode(text, add_special_tokens=False))
+    source_tokens = encoder(tokenizer).count(text)
     budget = output_budget(
         source_tokens,
         len(prompt_ids),
