@@ -132,8 +132,7 @@ def test_access_without_keys_with_keys_and_requiring_them(tmp_path: Path) -> Non
     with pytest.raises(InvalidKey):
         open_access.caller("anything")  # once keys exist, a wrong one is refused
     caller = open_access.caller(secret)
-    open_access.admit(caller, 8)
-    open_access.record(caller, 8)
+    open_access.settle(open_access.admit(caller, 8), 8)
     with pytest.raises(QuotaExceeded):
         open_access.admit(caller, 3)
     with pytest.raises(RateLimited) as limited:
@@ -141,7 +140,7 @@ def test_access_without_keys_with_keys_and_requiring_them(tmp_path: Path) -> Non
     assert 0 < (limited.value.retry_after or 0) <= 60
     assert open_access.usage(caller) == (8, 10, "month")
     anonymous = open_access.caller("")
-    open_access.record(anonymous, 5)
+    open_access.settle(open_access.admit(anonymous, 5), 5)
     assert open_access.usage(anonymous) == (5, UNLIMITED, "month")
     with pytest.raises(KeyRequired):
         Access(store, require_key=True).caller(None)

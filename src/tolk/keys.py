@@ -11,7 +11,12 @@ Keys are stored as SHA-256 hashes: the key itself is shown once, by `tolk keys a
 never logged.
 
 Usage is counted per key and period (a UTC calendar month or day), so the servers that share
-the store share the counts; `/v2/usage` reports them.
+the store share the counts; `/v2/usage` reports them. A request's characters are reserved
+against the key's quota when it is admitted (`reserve`: refused unless the characters used,
+those reserved by requests still in flight in this process, and its own fit the quota) and
+settled when it ends (`settle`: what it was charged becomes usage, the rest is released).
+Reservations are this process's own: servers sharing the store see each other's usage at the
+next sync, never each other's requests in flight (docs/security.md states the bound).
 """
 
 from __future__ import annotations
@@ -114,6 +119,21 @@ class Key:
     rate: str | None  # e.g. "10/second", in the `limits` library's notation
     created: float
     revoked: float | None = None
+
+
+@dataclass
+class Reservation:
+    """Characters of a key's quota held for one request in flight (KeyStore.reserve), in
+    the period it was admitted in; settled once (KeyStore.settle)."""
+
+    key: Key
+    period_start: str
+    characters: int
+    settled: bool = False
+
+    @property
+    def slot(self) -> tuple[str, str]:
+        return self.key.id, self.period_start
 
 
 @dataclass(frozen=True)
@@ -237,7 +257,8 @@ class KeyStore:
         self._used: dict[tuple[str, str], int] = {}  # (key id, period start) -> characters
         self._pending: dict[tuple[str, str], tuple[int, int]] = {}  # -> (characters, requests)
         self._flushing: dict[tuple[str, str], tuple[int, int]] = {}
-        self._pending_lock = threading.Lock()
+        self._reserved: dict[tuple[str, str], int] = {}  # -> characters held by requests
+        self._pending_lock = threading.Lock()  # pending, flushing and reserved counts
         self._glossaries: dict[str, StoredGlossary] = {}
         self._style_rules: dict[str, StyleRule] = {}
         self._version = -1  # the store's version at the last read
@@ -310,15 +331,56 @@ class KeyStore:
     def used(self, key: Key) -> int:
         """Characters used this period: the store's count at the last sync, plus this
         process's since."""
-        slot = (key.id, period_start(key.period))
+        return self._used_in((key.id, period_start(key.period)))
+
+    def _used_in(self, slot: tuple[str, str]) -> int:
         unsynced = self._pending.get(slot, (0, 0))[0] + self._flushing.get(slot, (0, 0))[0]
         return self._used.get(slot, 0) + unsynced
+
+    def reserved(self, key: Key) -> int:
+        """Characters this period held by this process's requests in flight."""
+        return self._reserved.get((key.id, period_start(key.period)), 0)
 
     def record(self, key: Key, characters: int) -> None:
         slot = (key.id, period_start(key.period))
         with self._pending_lock:
-            chars, requests = self._pending.get(slot, (0, 0))
-            self._pending[slot] = (chars + characters, requests + 1)
+            self._add_usage(slot, characters)
+
+    def _add_usage(self, slot: tuple[str, str], characters: int) -> None:
+        chars, requests = self._pending.get(slot, (0, 0))
+        self._pending[slot] = (chars + characters, requests + 1)
+
+    def reserve(self, key: Key, characters: int) -> Reservation | None:
+        """Hold `characters` of the key's quota for a request, or None when they do not
+        fit: used + reserved + characters > the quota. The check and the hold are one step
+        (under the lock), so requests admitted at once cannot together pass the quota; a
+        key without a quota always gets its reservation."""
+        slot = (key.id, period_start(key.period))
+        with self._pending_lock:
+            held = self._reserved.get(slot, 0)
+            limit = key.character_limit
+            if limit is not None and self._used_in(slot) + held + characters > limit:
+                return None
+            if characters:
+                self._reserved[slot] = held + characters
+        return Reservation(key, slot[1], characters)
+
+    def settle(self, reservation: Reservation, charged: int | None) -> None:
+        """End a reservation: `charged` characters become usage (one request, in the period
+        it was admitted in) and the rest is released, in one step; None (the request failed
+        or was cancelled) releases it all and counts nothing. A second call does nothing."""
+        slot = reservation.slot
+        with self._pending_lock:
+            if reservation.settled:
+                return
+            reservation.settled = True
+            left = self._reserved.get(slot, 0) - reservation.characters
+            if left > 0:
+                self._reserved[slot] = left
+            else:
+                self._reserved.pop(slot, None)
+            if charged is not None:
+                self._add_usage(slot, charged)
 
     def sync(self, *, force: bool = False) -> None:
         """Write this process's new usage; read keys, usage, glossaries and style rules back

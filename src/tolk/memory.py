@@ -12,6 +12,14 @@ problems the output checks found in it, and served with them again: a flagged ou
 never served as good (and not translated again for nothing: the same prompt and settings
 would make it again; a request can ask for a fresh one).
 
+Who may be answered from whose translations is `memory.scope` (docs/security.md, "Quotas and
+the segment memory"): with `key` (the default) the memory is partitioned per API key, so a
+hit tells a caller only what it sent itself; with `shared` every caller is answered from
+every caller's segments. The partition is the request's (`partition()`, which the server
+sets around each caller's work, tolk.server.calls): every read and write of the memory is
+made under the key that names both it and the segment (`_stored`), so the code that builds
+a segment's key (tolk.translation.service) need not know about callers.
+
 The store is a SQL table (tolk.store: SQLite in memory by default, or a file; PostgreSQL for
 a fleet's shared store). The server never touches the
 database on its event loop: lookups run in a thread behind an in-process LRU cache, new
@@ -26,7 +34,9 @@ import hashlib
 import json
 import threading
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -65,6 +75,33 @@ _segments = Table(
     Column("created", Float, nullable=False),
     Column("used", Float, nullable=False, index=True),
 )
+
+
+# The partition of the memory that the running request reads and writes: "" is the one every
+# caller shares (`memory.scope: shared`, and everything before scopes); a context variable, so
+# each request's tasks and threads see their own. asyncio copies the context into the tasks a
+# request starts and into `asyncio.to_thread`, not into `loop.run_in_executor`: a read or
+# write of the memory made there would be made in the shared partition.
+_partition: ContextVar[str] = ContextVar("tolk_memory_partition", default="")
+
+
+@contextmanager
+def partition(name: str) -> Iterator[None]:
+    """Within the block (and the tasks and threads it starts), the memory is read and
+    written in partition `name` ("": the shared one)."""
+    token = _partition.set(name)
+    try:
+        yield
+    finally:
+        _partition.reset(token)
+
+
+def _stored(key: str) -> str:
+    """The key a segment's entry is stored under in the current partition: the key itself in
+    the shared one (so entries stored before partitions still match), else the hash of the
+    partition and the key (the same length: the table's column holds either)."""
+    name = _partition.get()
+    return key if not name else memory_key({"partition": name, "key": key})
 
 
 @dataclass(frozen=True)
@@ -115,6 +152,7 @@ class SegmentMemory:
 
     def cached(self, key: str) -> Remembered | None:
         """From this server's memory alone (no database): for the event loop."""
+        key = _stored(key)
         with self._lock:
             found = self._pending.get(key) or self._cache.get(key)
             if found is not None:
@@ -126,6 +164,7 @@ class SegmentMemory:
         found = self.cached(key)
         if found is not None:
             return found
+        key = _stored(key)
         with self._db.connect() as connection:
             row = connection.execute(
                 select(_segments.c.translation, _segments.c.problems).where(_segments.c.key == key)
@@ -141,6 +180,7 @@ class SegmentMemory:
         """Keep a translation and what the checks found in it; written at the next
         `flush()`."""
         remembered = Remembered(translation, tuple(problems))
+        key = _stored(key)
         with self._lock:
             self._pending[key] = remembered
             self._cache[key] = remembered
@@ -220,4 +260,11 @@ class SegmentMemory:
         return int(stored)
 
 
-__all__ = ["FLUSH_SECONDS", "Remembered", "SegmentMemory", "memory_key", "model_revision"]
+__all__ = [
+    "FLUSH_SECONDS",
+    "Remembered",
+    "SegmentMemory",
+    "memory_key",
+    "model_revision",
+    "partition",
+]

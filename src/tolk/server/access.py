@@ -7,8 +7,13 @@ key that is sent must be valid: a typo is a 403, never a silent fall-back to ano
 
 Rates use the `limits` library's moving window (the one flask-limiter and so LibreTranslate
 use), in this process's memory: a key's rate holds per server. Quotas are characters of
-source text per period, counted in the key store (tolk.keys) after each translation that
-succeeded; the check is made before, so concurrent requests can overshoot by one request.
+source text per period, kept in the key store (tolk.keys). A request's characters are
+reserved when it is admitted: it is admitted only if the characters used, those reserved by
+the key's requests in flight and its own fit the quota (one step, so concurrent requests
+cannot pass it together); when it ends, what it was charged becomes usage and the rest is
+released, and a request that failed or was cancelled releases all of it. On one server a
+quota is never passed; servers sharing a store see each other's usage within a sync
+(docs/security.md, "Quotas and the segment memory").
 """
 
 from __future__ import annotations
@@ -22,7 +27,7 @@ from limits.storage import MemoryStorage
 from limits.strategies import MovingWindowRateLimiter
 
 from tolk.errors import InvalidKey, KeyRequired, QuotaExceeded, RateLimited
-from tolk.keys import Key, KeyStore, Period, period_start
+from tolk.keys import Key, KeyStore, Period, Reservation, period_start
 from tolk.wire.bodies import check_text
 
 # What /v2/usage reports as the limit of a caller without a quota: DeepL Pro's own
@@ -71,8 +76,14 @@ class Access:
             raise InvalidKey("the API key is not valid (unknown or revoked); check it")
         return Caller(key)
 
-    def admit(self, caller: Caller, characters: int) -> None:
-        """Refuse a request over the caller's rate or remaining quota."""
+    def admit(self, caller: Caller, characters: int) -> Reservation:
+        """Refuse a request over the caller's rate, else reserve its characters of the
+        caller's quota (`reserve`); the caller settles the reservation when it ends."""
+        self.check_rate(caller)
+        return self.reserve(caller, characters)
+
+    def check_rate(self, caller: Caller) -> None:
+        """Count a request against the caller's rate; refuse it over the rate."""
         key = caller.key
         if key.rate is not None:
             item = _rate(key.rate)
@@ -83,23 +94,37 @@ class Access:
                     retry_after=max(0.0, reset - time.time()),
                     rate=key.rate,
                 )
-        if key.character_limit is not None:
-            used = self.store.used(key)
-            if used + characters > key.character_limit:
-                raise QuotaExceeded(
-                    f"this key's quota of {key.character_limit} characters per {key.period} is "
-                    f"spent ({used} used; this request needs {characters}); it resets at the "
-                    "start of the next period",
-                    character_count=used,
-                    character_limit=key.character_limit,
-                )
 
-    def record(self, caller: Caller, characters: int) -> None:
-        if caller.key is self.anonymous:
-            start = period_start("month")
-            self._anonymous_used[start] = self._anonymous_used.get(start, 0) + characters
-        else:
-            self.store.record(caller.key, characters)
+    def reserve(self, caller: Caller, characters: int) -> Reservation:
+        """Hold `characters` of the caller's quota for a request in flight, or refuse it:
+        admitted only if used + reserved + characters <= the quota."""
+        key = caller.key
+        if key is self.anonymous:
+            return Reservation(key, period_start("month"), characters)
+        held = self.store.reserve(key, characters)
+        if held is None:
+            used, reserved = self.store.used(key), self.store.reserved(key)
+            in_flight = f", {reserved} held by requests in flight" if reserved else ""
+            raise QuotaExceeded(
+                f"this key's quota of {key.character_limit} characters per {key.period} is "
+                f"spent ({used} used{in_flight}; this request needs {characters}); it resets "
+                "at the start of the next period",
+                character_count=used,
+                character_limit=key.character_limit,
+            )
+        return held
+
+    def settle(self, held: Reservation, charged: int | None) -> None:
+        """End a request's reservation: `charged` characters counted as used (None: it
+        failed or was cancelled, nothing counted), the rest released. Once per
+        reservation; a second call does nothing."""
+        if held.key is not self.anonymous:
+            self.store.settle(held, charged)
+        elif not held.settled:
+            held.settled = True
+            if charged is not None:
+                start = held.period_start
+                self._anonymous_used[start] = self._anonymous_used.get(start, 0) + charged
 
     def usage(self, caller: Caller) -> tuple[int, int, Period]:
         """(characters used this period, the limit, the period)."""

@@ -109,6 +109,29 @@ async def translate_file(
     return TranslatedFile(content, kind.media_type, translation)
 
 
+async def file_characters(translator: Translator, filename: str, data: bytes) -> int:
+    """The characters of text a file has, as translate_file counts (and charges) them,
+    without translating it: opened as translate_file opens it (in the preparation pool), so
+    refused as it would be (its type, UTF-8, a .docx's archive and size limits, more than
+    `max_file_chars`). For admission against a quota before the translation starts."""
+    kind = file_type(filename)
+    if kind.kind == "docx":
+        opened = await translator.offload(
+            _open_docx, filename, data, translator.limits.max_unzipped_bytes
+        )
+    else:
+        opened = await translator.offload(_open_text, filename, data, kind.kind)
+    limit = translator.limits.max_file_chars
+    if opened.characters > limit:
+        raise PayloadTooLarge(
+            f"the file has {opened.characters} characters of text; at most {limit} are "
+            "accepted per file, split it into smaller files",
+            field="file",
+            limit=limit,
+        )
+    return opened.characters
+
+
 def _open_text(filename: str, data: bytes, fmt: Format) -> _Opened:
     try:
         text = data.decode("utf-8")

@@ -1,8 +1,10 @@
 """DeepL's API v2 at `/v2/...` on the server's root (the Python client drops a path prefix).
 
 Bodies are JSON (the `deepl` Python client) or urlencoded forms (deepl-node, Mastodon,
-older clients); parameters from the body, then the query. The key comes from
-`Authorization: DeepL-Auth-Key <key>` (or `auth_key`, for older clients). Errors are
+older clients); parameters from the body, then the query. The key comes from the
+`Authorization` header only (`DeepL-Auth-Key <key>`, as every DeepL client sends it): a key
+in the query string or body (`auth_key`) is refused with a 403, as DeepL refuses it since
+2026-01-15. Errors are
 `{"message": ...}` with DeepL's statuses: 400, 403, 404, 413, 429 (overload too: DeepL's
 clients retry it with backoff), 456 (quota), 503 (tolk.wire.errors shapes them).
 
@@ -28,7 +30,7 @@ from xml.etree import ElementTree
 from fastapi import APIRouter, Request, Response
 from fastapi.responses import JSONResponse
 
-from tolk.errors import InvalidLanguage, InvalidRequest, NotFound, TolkError
+from tolk.errors import InvalidKey, InvalidLanguage, InvalidRequest, NotFound, TolkError
 from tolk.keys import GlossaryDictionary, StoredGlossary, StyleRule
 from tolk.languages import Lang, lang, request_lang
 from tolk.server.access import Caller
@@ -69,7 +71,17 @@ PARAMS_BODY: dict[str, Any] = {
 
 
 def caller_of(calls: Calls, request: Request, params: Params) -> Caller:
-    return calls.access.caller(bearer_key(request) or params.text("auth_key"))
+    """The caller the `Authorization` header names (`DeepL-Auth-Key`, or tolk's `Bearer` and
+    `X-API-Key`). DeepL takes the key there only, and so does tolk here: `auth_key` in the
+    query string (which access logs, proxies and browser histories keep) or in the body is
+    refused, with or without a header, as DeepL refuses it."""
+    if params.has("auth_key"):
+        raise InvalidKey(
+            "send the key in the Authorization header (Authorization: DeepL-Auth-Key <key>), "
+            "as DeepL's clients do; a key in the query string or body (auth_key) is not "
+            "accepted, as DeepL no longer accepts it"
+        )
+    return calls.access.caller(bearer_key(request))
 
 
 def texts_of(params: Params) -> list[str]:
@@ -499,20 +511,46 @@ async def upload_document(request: Request, calls: CallsDep) -> JSONResponse:
     glossary = _glossary(params, source)
     instructions = _told(calls, params, target)
     memory = calls.memory_mode(request)
-    calls.admit(caller, 0)
+    calls.admit(caller)  # draining and the rate, before the upload is read
     data = await upload.read()
+    # The document's characters, reserved of the quota now: one it cannot pay for is refused
+    # at upload (456), as DeepL does, not left to fail in the background. One that cannot be
+    # opened (not UTF-8, a zip bomb, too long) is taken, costs nothing and ends in `error`
+    # naming why, as before (DeepL takes the upload first).
+    unreadable: TolkError | None = None
+    try:
+        characters = await calls.file_characters(filename, data)
+    except TolkError as exc:
+        unreadable, characters = exc, 0
+    held = calls.access.reserve(caller, characters)
 
     async def work() -> Any:
-        if source is not None and source.code == target.code:
-            raise _same_language(source)
-        done = await calls.document(filename, data, source, target, glossary, instructions, memory)
-        detected = done.translation.source
-        if detected.code == target.code:  # as DeepL: the document ends in `error`, unbilled
-            raise _same_language(detected)
-        calls.access.record(caller, done.translation.usage.characters)
-        return done
+        spent: int | None = None
+        try:
+            if unreadable is not None:
+                raise unreadable
+            if source is not None and source.code == target.code:
+                raise _same_language(source)
+            done = await calls.document(
+                caller, filename, data, source, target, glossary, instructions, memory
+            )
+            detected = done.translation.source
+            if detected.code == target.code:  # as DeepL: the document ends in `error`, unbilled
+                raise _same_language(detected)
+            spent = done.translation.usage.characters
+            return done
+        finally:
+            calls.settle(held, spent)
 
-    doc = documents_of(request).start(caller.owner, filename, work())
+    try:
+        doc = documents_of(request).start(caller.owner, filename, work())
+    except BaseException:
+        calls.settle(held, None)  # (never started: the store is full)
+        raise
+    # A job cancelled before it ran (dropped, the server stopping) never reaches the finally
+    # above; settling twice does nothing.
+    assert doc.task is not None
+    doc.task.add_done_callback(lambda _: calls.settle(held, None))
     return JSONResponse({"document_id": doc.id, "document_key": doc.key})
 
 

@@ -275,8 +275,10 @@ async def translate_file_route(request: Request, calls: CallsDep) -> Response:
     result = await calls.run(
         request,
         caller,
-        0,
-        lambda: calls.document(filename, data, source, target, memory=calls.memory_mode(request)),
+        lambda: calls.file_characters(filename, data),  # reserved of the quota before
+        lambda: calls.document(
+            caller, filename, data, source, target, memory=calls.memory_mode(request)
+        ),
         charged=lambda done: done.translation.usage.characters,
     )
     doc = documents_of(request).put(caller.owner, filename, result)

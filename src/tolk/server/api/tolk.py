@@ -119,7 +119,7 @@ async def translate(
         lambda: _work(calls.translator, body, texts, deadline, memory),
     )
     calls.record(request, response.headers, result, len(texts))
-    return _response(body, result)
+    return _response(body, result, calls)
 
 
 def _work(
@@ -164,8 +164,8 @@ def _detected(detection: Detection) -> Detected:
     )
 
 
-def _response(body: TranslateRequest, result: Translation) -> TranslateResponse:
-    usage = result.usage
+def _response(body: TranslateRequest, result: Translation, calls: Calls) -> TranslateResponse:
+    usage = calls.reported(result.usage)  # (memory hits withheld with a shared memory)
     detected = [_detected(d) for d in result.detections]
     single = isinstance(body.text, str)
     return TranslateResponse(
@@ -233,7 +233,7 @@ async def _stream(
             events.put_nowait(("gone", None))
             return
         calls.record(request, MutableHeaders(), result, len(texts))
-        events.put_nowait(("done", _response(body, result).model_dump()))
+        events.put_nowait(("done", _response(body, result, calls).model_dump()))
 
     producer = asyncio.create_task(produce())
     kind, first = await events.get()
@@ -326,7 +326,7 @@ async def translate_file_route(
     result = await calls.run(
         request,
         caller,
-        0,
+        lambda: calls.file_characters(filename, data),  # reserved of the quota before
         lambda: translate_file(calls.translator, filename, data, asked),
         charged=lambda done: done.translation.usage.characters,
     )
