@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import asyncio
 import io
+import itertools
+import socket
 import sys
 import time
 import zipfile
@@ -16,10 +18,13 @@ import httpx
 import psutil
 import pytest
 import yaml
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from tests.conftest import MAIN_LANGUAGES, MAIN_LIMITS
 from tests.helpers import model_config, runtime_env, server_config
-from tolk.local.processes import LocalServer, free_port
+from tolk.errors import TolkError
+from tolk.local.processes import LocalServer, free_port, start_proxy
 from tolk.translation.document import edges
 from tolk.translation.formats import parse
 from tolk.translation.glossary import Glossary
@@ -94,7 +99,7 @@ def standin_server(
         port,
         None,
         None,
-        **MAIN_LIMITS,
+        **{**MAIN_LIMITS, "header_timeout": 1.0},
     )
     (workdir / "standin.yaml").write_text(yaml.safe_dump(config))
     script = Path(__file__).with_name("standin_server.py")
@@ -249,3 +254,186 @@ async def test_a_zip_bomb_is_refused_before_it_is_read(
     assert "max_unzipped_bytes" in status.get("message", status.get("error_message", ""))
     grown = server.memory_info().rss - before
     assert grown < 100 << 20, f"the server grew by {grown >> 20} MiB"
+
+
+def _closed_after(sock: socket.socket, dribble: bytes) -> float:
+    """Send `dribble` a byte every 0.2 s until the server closes the connection; seconds
+    until it did (at most 10)."""
+    began = time.monotonic()
+    sock.settimeout(0.2)
+    for byte in itertools.cycle(dribble or b"\0"):
+        if time.monotonic() - began > 10:
+            break
+        try:
+            if dribble:
+                sock.send(bytes([byte]))
+            if sock.recv(1024) == b"":
+                return time.monotonic() - began
+        except TimeoutError:
+            continue
+        except OSError:  # reset by the server
+            return time.monotonic() - began
+    return time.monotonic() - began
+
+
+def test_slow_heads_are_cut_off(standin_server: LocalServer) -> None:
+    """A connection that sends nothing, or its headers a byte at a time, is closed once
+    server.header_timeout (1 s here) has passed; a normal request is answered meanwhile."""
+    host, port = standin_server.url.removeprefix("http://").split(":")
+    silent = socket.create_connection((host, int(port)))
+    slow = socket.create_connection((host, int(port)))
+    try:
+        assert httpx.get(standin_server.url + "/health", timeout=5).status_code == 200
+        assert _closed_after(silent, b"") < 5
+        head = b"GET /health HTTP/1.1\r\nHost: x\r\nX-Slow: " + b"a" * 200
+        assert _closed_after(slow, head) < 5
+        assert httpx.get(standin_server.url + "/health", timeout=5).status_code == 200
+    finally:
+        silent.close()
+        slow.close()
+
+
+@pytest.fixture(scope="module")
+def standin_proxy(
+    standin_server: LocalServer, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[LocalServer]:
+    """`tolk proxy` in front of the stand-in server, with short client timeouts."""
+    server = start_proxy(
+        tmp_path_factory.mktemp("bounded-proxy"),
+        "proxy",
+        [standin_server.url],
+        header_timeout=1.0,
+        body_timeout=1.0,
+        max_body_bytes=1 << 20,
+    )
+    yield server
+    server.stop()
+
+
+def _head(port: int, path: str, headers: str) -> socket.socket:
+    sock = socket.create_connection(("127.0.0.1", port))
+    sock.sendall(f"POST {path} HTTP/1.1\r\nHost: x\r\n{headers}\r\n".encode())
+    return sock
+
+
+def _status(sock: socket.socket) -> int:
+    sock.settimeout(10)
+    return int(sock.recv(4096).split(b" ", 2)[1])
+
+
+def test_the_proxy_bounds_bodies_and_heads(standin_proxy: LocalServer) -> None:
+    """A chunked body past the limit is refused once the limit is passed, not read whole; a
+    body that stops half-way is a 408 after body_timeout; a silent connection is closed after
+    header_timeout; a normal request still goes through."""
+    port = int(standin_proxy.url.rsplit(":", 1)[1])
+    big = _head(
+        port, "/translate", "Content-Type: application/json\r\nTransfer-Encoding: chunked\r\n"
+    )
+    chunk = b"40000\r\n" + b" " * 0x40000 + b"\r\n"  # 256 KiB a chunk
+    sent = 0
+    big.settimeout(0.05)
+    refused = b""
+    while sent < 20 << 20 and not refused:
+        try:
+            big.sendall(chunk)
+            sent += 0x40000
+            refused = big.recv(4096)
+        except TimeoutError:
+            continue
+        except OSError:
+            break
+    big.close()
+    assert sent <= 4 << 20, f"{sent >> 20} MiB sent before the proxy answered"
+    assert not refused or refused.split(b" ", 2)[1] == b"413"
+    half = _head(port, "/translate", "Content-Type: application/json\r\nContent-Length: 100\r\n")
+    half.sendall(b'{"text": "')
+    began = time.monotonic()
+    assert _status(half) == 408
+    assert time.monotonic() - began < 5
+    half.close()
+    silent = socket.create_connection(("127.0.0.1", port))
+    assert _closed_after(silent, b"") < 5
+    silent.close()
+    ok = httpx.post(
+        standin_proxy.url + "/translate",
+        json={"text": "Good morning.", "source_lang": "en", "target_lang": "de"},
+        timeout=30,
+    )
+    assert ok.status_code == 200, ok.text
+
+
+async def test_one_key_cannot_fill_the_document_store() -> None:
+    """Per caller at most `per_owner` documents (its oldest finished one makes room; all of
+    them still translating: refused), and at most `max_bytes` of results held in all."""
+    from tolk.errors import Overloaded
+    from tolk.server.documents import DocumentStore
+    from tolk.translation.files import TranslatedFile
+
+    def result(size: int) -> TranslatedFile:
+        return TranslatedFile(b"x" * size, "text/plain", None)  # type: ignore[arg-type]
+
+    store = DocumentStore(capacity=100, per_owner=3, max_bytes=10_000)
+    first = store.put("a", "1.txt", result(10))
+    for n in range(2, 5):
+        store.put("a", f"{n}.txt", result(10))
+    assert store.get(first.id) is None  # a's oldest made room
+    assert sum(d.owner == "a" for d in store._documents.values()) == 3
+    stop = asyncio.Event()
+
+    async def running() -> TranslatedFile:
+        await stop.wait()
+        return result(10)
+
+    for n in range(3):
+        store.start("b", f"{n}.txt", running())
+    work = running()
+    with pytest.raises(Overloaded):
+        store.start("b", "one too many.txt", work)
+    assert store.put("c", "c.txt", result(10)).status == "done"  # others are not refused
+    big = [store.put(owner, "big.txt", result(4_000)) for owner in ("d", "e", "f")]
+    assert store.held_bytes() <= 10_000
+    assert store.get(big[-1].id) is not None  # the newest kept, the oldest finished dropped
+    stop.set()
+    await store.close()
+
+
+# Text as hostile clients send it: any Unicode (controls, RTL overrides, combining marks, BOMs,
+# line separators), markup characters, and long runs without a break.
+_ALPHABET = st.characters(codec="utf-8") | st.sampled_from(
+    [*"<>&*_`[]()#\n\r\t !.-|~\\\"'=/;:", "\u202e", "\u0301", "\ufeff", "\u2028", "\x00", "\x1b"]
+)
+HOSTILE_TEXT = st.text(_ALPHABET, max_size=300) | st.builds(
+    lambda run, n: run * n,
+    st.sampled_from(["x", "漢", "a. ", "<a ", "*", "[", "&amp;", "\u0301", "-->", "[X1X]"]),
+    st.integers(1, 3000),
+)
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(HOSTILE_TEXT, st.sampled_from(["text", "markdown", "html", "srt", "vtt"]))
+def test_every_format_parses_any_text_and_gives_it_back(text: str, fmt: str) -> None:
+    """Parsing never fails but with tolk's own error (a 4xx), and a document put back with
+    its units untranslated is the text, byte for byte."""
+    try:
+        doc = parse(fmt, text, lambda t: segment(t, max_tokens=50))  # type: ignore[arg-type]
+    except TolkError as exc:
+        status = exc.status
+        assert 400 <= status < 500
+        return
+    assert doc.render({i: u.original() for i, u in enumerate(doc.units)}) == text
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(HOSTILE_TEXT, st.sampled_from(["tolk", "deepl", "libretranslate"]))
+def test_any_text_is_answered_200_or_4xx_by_every_api(
+    standin_server: LocalServer, text: str, api: str
+) -> None:
+    body: dict[str, object]
+    if api == "tolk":
+        path, body = "/translate", {"text": text, "source_lang": "en", "target_lang": "de"}
+    elif api == "deepl":
+        path, body = "/v2/translate", {"text": [text], "target_lang": "DE", "tag_handling": "html"}
+    else:
+        path, body = "/translate", {"q": text, "source": "en", "target": "de", "format": "html"}
+    response = httpx.post(standin_server.url + path, json=body, timeout=60)
+    assert response.status_code == 200 or 400 <= response.status_code < 500, response.text[:300]

@@ -164,6 +164,7 @@ def tolk_server(
     from tolk.server.app import create_app
     from tolk.server.lifecycle import WRITE_MARGIN
     from tolk.server.middleware import RedactQuery, refuse_connections_in_json
+    from tolk.wire.protocol import timed_head
 
     application = create_app(settings, starter=starter)
     # uvicorn's access log (on with --log-level debug) would show query strings, and
@@ -203,6 +204,7 @@ def tolk_server(
             limit_concurrency=server_settings.max_connections,
             timeout_keep_alive=math.ceil(server_settings.keep_alive),
             backlog=server_settings.backlog,
+            http=timed_head(server_settings.header_timeout),
         )
     )
     return server, lifecycle

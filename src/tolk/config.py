@@ -344,6 +344,12 @@ class ServerSettings(_Strict):
         description="Open connections at most (uvicorn's limit_concurrency); beyond it new "
         "requests get 503 before any work. None: unbounded.",
     )
+    header_timeout: float = Field(
+        10.0,
+        gt=0,
+        description="Seconds a request's line and headers may take to arrive, from the "
+        "connection (or the request's first byte) on; a slower client is disconnected.",
+    )
     keep_alive: float = Field(
         5.0, gt=0, description="Seconds an idle keep-alive connection is kept open."
     )
@@ -419,6 +425,14 @@ class MemorySettings(_Strict):
     )
     max_entries: int = Field(
         1_000_000, ge=1, description="Segments kept; the least recently used go first."
+    )
+    scope: Literal["key", "shared"] = Field(
+        "key",
+        description="Whose segments answer a caller. key: its own only (partitioned per API "
+        "key; callers without a key share one partition), so a hit reveals nothing of another "
+        "key's texts, at the cost of translating a segment once per key. shared: every "
+        "caller's; answers then report no memory hits or token counts, though their timing "
+        "still tells a hit.",
     )
 
 

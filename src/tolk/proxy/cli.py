@@ -38,6 +38,7 @@ def run_proxy(settings: ProxyConfig) -> None:
     import uvicorn
 
     from tolk.proxy.app import proxy_asgi
+    from tolk.wire.protocol import timed_head
 
     logging.basicConfig(
         level=settings.log_level.upper(),
@@ -52,4 +53,6 @@ def run_proxy(settings: ProxyConfig) -> None:
         proxy_headers=False,  # it is the proxy; nobody in front of it is trusted
         # In-flight requests may finish (each within its deadline) before the proxy exits.
         timeout_graceful_shutdown=int(settings.request_timeout) + 5,
+        limit_concurrency=settings.max_client_connections,
+        http=timed_head(settings.header_timeout),
     )

@@ -67,6 +67,17 @@ class ProxyConfig(_Strict):
         60.0, gt=0, description="Deadline per request (a client's X-Request-Timeout may lower it)."
     )
     max_connections: int = Field(1000, ge=1, description="Pooled connections to all upstreams.")
+    max_client_connections: int = Field(
+        4096,
+        ge=1,
+        description="Open client connections at most; beyond them new ones are answered 503.",
+    )
+    header_timeout: float = Field(
+        10.0, gt=0, description="Seconds a request's line and headers may take to arrive."
+    )
+    body_timeout: float = Field(
+        30.0, gt=0, description="Seconds a request's body may take to arrive; slower: 408."
+    )
     max_body_bytes: int = Field(1 << 20, ge=1)
     max_file_bytes: int = Field(
         10 << 20, ge=1, description="Largest file upload forwarded (the servers' own default)."

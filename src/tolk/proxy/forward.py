@@ -37,7 +37,7 @@ from tolk.wire.endpoints import (
     is_libretranslate,
     takes_large_bodies,
 )
-from tolk.wire.errors import Api
+from tolk.wire.errors import Api, error_response
 
 
 @dataclass
@@ -79,7 +79,30 @@ async def read_incoming(
     declared = request.headers.get("content-length")
     if declared is not None and declared.isdigit() and int(declared) > limit:
         return too_large(limit, request_id, api or "tolk")
-    body = await request.body()
+    # Read as it comes, never past the limit (a chunked body declares no length: 20 MB was
+    # taken whole before the 413), and within body_timeout (a client sending a byte at a
+    # time, or stopping half-way, held a connection for ever).
+    chunks: list[bytes] = []
+    size = 0
+    try:
+        async with asyncio.timeout(config.body_timeout):
+            async for chunk in request.stream():
+                size += len(chunk)
+                if size > limit:
+                    refusal = too_large(limit, request_id, api or "tolk")
+                    refusal.headers["Connection"] = "close"  # the rest is not read
+                    return refusal
+                chunks.append(chunk)
+    except TimeoutError:
+        return error_response(
+            408,
+            "request_timeout",
+            f"the request body did not arrive within {config.body_timeout:g} s; send it whole",
+            request_id=request_id,
+            headers={"Connection": "close"},
+            api=api or "tolk",
+        )
+    body = b"".join(chunks)
     if api is None:  # tolk's and LibreTranslate's shared paths: the request tells
         has_q = "q" in parse_qs(query)
         api = "libretranslate" if is_libretranslate(media.encode(), has_q, body) else "tolk"

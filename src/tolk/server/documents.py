@@ -2,7 +2,12 @@
 background, polled, downloaded once) and LibreTranslate's `/translate_file` results
 (`/download_file/<name>`). Kept in this process's memory, at most `capacity` of them, each
 for `ttl` seconds; a job still running when the server stops is cancelled (its engine
-requests aborted) and its document is gone, which the README says."""
+requests aborted) and its document is gone, which the README says.
+
+No caller can take the store for itself: at most `per_owner` documents per caller (API key,
+or the anonymous caller), its oldest fetched-or-failed one making room first, and at most
+`max_bytes` of translated files held in all, the oldest finished ones dropped first. A
+caller whose `per_owner` documents are all still translating is refused (503/429)."""
 
 from __future__ import annotations
 
@@ -45,16 +50,56 @@ class StoredDocument:
 
 
 class DocumentStore:
-    def __init__(self, capacity: int = 200, ttl: float = 3600.0) -> None:
+    def __init__(
+        self,
+        capacity: int = 200,
+        ttl: float = 3600.0,
+        per_owner: int = 20,
+        max_bytes: int = 512 << 20,
+    ) -> None:
         self.capacity = capacity
         self.ttl = ttl
+        self.per_owner = per_owner
+        self.max_bytes = max_bytes
         self._documents: dict[str, StoredDocument] = {}
 
-    def _make_room(self) -> None:
+    def held_bytes(self) -> int:
+        return sum(len(d.result.content) for d in self._documents.values() if d.result)
+
+    def _finished(self, owner: str | None = None) -> list[StoredDocument]:
+        """Documents no longer translating (oldest first), of `owner` if given."""
+        return sorted(
+            (
+                d
+                for d in self._documents.values()
+                if d.status != "translating" and (owner is None or d.owner == owner)
+            ),
+            key=lambda d: d.created,
+        )
+
+    def _keep_within_bytes(self) -> None:
+        held = self.held_bytes()
+        for doc in self._finished():
+            if held <= self.max_bytes:
+                return
+            held -= len(doc.result.content) if doc.result else 0
+            self.drop(doc.id)
+
+    def _make_room(self, owner: str) -> None:
         now = time.monotonic()
         for doc in list(self._documents.values()):
             if now - doc.created > self.ttl:
                 self.drop(doc.id)
+        mine = [d for d in self._documents.values() if d.owner == owner]
+        if len(mine) >= self.per_owner:
+            done = self._finished(owner)
+            if not done:
+                raise Overloaded(
+                    f"this key has {self.per_owner} documents being translated, the most one "
+                    "key may have at once; wait for them to finish",
+                    retry_after=10.0,
+                )
+            self.drop(done[0].id)
         if len(self._documents) < self.capacity:
             return
         finished = [d for d in self._documents.values() if d.status != "translating"]
@@ -67,7 +112,7 @@ class DocumentStore:
         self.drop(min(finished, key=lambda d: d.created).id)
 
     def _new(self, owner: str, filename: str) -> StoredDocument:
-        self._make_room()
+        self._make_room(owner)
         doc = StoredDocument(
             uuid.uuid4().hex.upper(), secrets.token_hex(32).upper(), owner, filename
         )
@@ -77,6 +122,7 @@ class DocumentStore:
     def put(self, owner: str, filename: str, result: TranslatedFile) -> StoredDocument:
         doc = self._new(owner, filename)
         doc.result = result
+        self._keep_within_bytes()
         return doc
 
     def start(
@@ -100,6 +146,7 @@ class DocumentStore:
                 doc.error = "the translation failed; it has been logged"
             else:
                 doc.result = task.result()
+                self._keep_within_bytes()
 
         doc.task.add_done_callback(finished)
         return doc

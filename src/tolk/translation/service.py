@@ -16,6 +16,7 @@ Documents go through the model in passes (tolk.translation.plan).
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import dataclasses
 import functools
 import re
@@ -155,7 +156,11 @@ class Translator:
         gone) does not stop the call, which is why every such step is linear in its input
         and bounded by the request size limits."""
         loop = asyncio.get_running_loop()
-        return await loop.run_in_executor(self._prepare, functools.partial(fn, *args))
+        # In the caller's context, as asyncio.to_thread runs it (the segment memory's
+        # partition is a context variable: tolk.memory.partition).
+        context = contextvars.copy_context()
+        call = functools.partial(context.run, fn, *args)
+        return await loop.run_in_executor(self._prepare, call)
 
     def close(self) -> None:
         self._prepare.shutdown(wait=False, cancel_futures=True)
