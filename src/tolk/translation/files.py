@@ -83,22 +83,7 @@ async def translate_file(
 ) -> TranslatedFile:
     """A file translated as `request` asks (its glossary and instructions too); the format
     is the file's own."""
-    kind = file_type(filename)
-    # Opening and saving grow with the file: in the preparation pool, off the event loop.
-    if kind.kind == "docx":
-        opened = await translator.offload(
-            _open_docx, filename, data, translator.limits.max_unzipped_bytes
-        )
-    else:
-        opened = await translator.offload(_open_text, filename, data, kind.kind)
-    limit = translator.limits.max_file_chars
-    if opened.characters > limit:
-        raise PayloadTooLarge(
-            f"the file has {opened.characters} characters of text; at most {limit} are "
-            "accepted per file, split it into smaller files",
-            field="file",
-            limit=limit,
-        )
+    kind, opened = await _opened(translator, filename, data)
     translation = await translator.translate_documents(
         opened.documents,
         opened.characters,
@@ -111,9 +96,16 @@ async def translate_file(
 
 async def file_characters(translator: Translator, filename: str, data: bytes) -> int:
     """The characters of text a file has, as translate_file counts (and charges) them,
-    without translating it: opened as translate_file opens it (in the preparation pool), so
-    refused as it would be (its type, UTF-8, a .docx's archive and size limits, more than
-    `max_file_chars`). For admission against a quota before the translation starts."""
+    without translating it: opened as translate_file opens it, so refused as it would be
+    (its type, UTF-8, a .docx's archive and size limits, more than `max_file_chars`). For
+    admission against a quota before the translation starts."""
+    _, opened = await _opened(translator, filename, data)
+    return opened.characters
+
+
+async def _opened(translator: Translator, filename: str, data: bytes) -> tuple[FileType, _Opened]:
+    """The file's type and the file opened, within `max_file_chars`. Opening grows with the
+    file: in the preparation pool, off the event loop."""
     kind = file_type(filename)
     if kind.kind == "docx":
         opened = await translator.offload(
@@ -129,7 +121,7 @@ async def file_characters(translator: Translator, filename: str, data: bytes) ->
             field="file",
             limit=limit,
         )
-    return opened.characters
+    return kind, opened
 
 
 def _open_text(filename: str, data: bytes, fmt: Format) -> _Opened:
