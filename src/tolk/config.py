@@ -382,6 +382,14 @@ class AccessSettings(_Strict):
     anonymous_rate: str | None = Field(
         None, description="Request rate for callers without a key, e.g. '20/second'."
     )
+    max_glossaries: int = Field(
+        100, ge=1, description="Glossaries one key may keep (made through DeepL's API)."
+    )
+    max_glossary_bytes: ByteSize = Field(
+        ByteSize(16 << 20),
+        description="Bytes of entries one key's glossaries may hold, all together (every "
+        "server keeps every key's glossaries in memory).",
+    )
 
     @field_validator("anonymous_rate")
     @classmethod

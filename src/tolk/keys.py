@@ -54,6 +54,7 @@ from sqlalchemy import (
 )
 from sqlalchemy.exc import IntegrityError
 
+from tolk.errors import PayloadTooLarge
 from tolk.store import Database, url_of
 
 Period = Literal["month", "day"]
@@ -100,8 +101,11 @@ _style_rules = Table(
     Column("rule", Text, nullable=False),
     Column("created", Float, nullable=False),
 )
-# One row: bumped by every write, so that a server re-reads keys, usage, glossaries and rules
-# only when some server (or `tolk keys`) changed them.
+# Two rows: 1 bumped by every write, so that a server re-reads keys and usage only when some
+# server (or `tolk keys`) changed them; 2 bumped by writes of glossaries and style rules only,
+# which are re-read only then (usage is written every second under traffic, and re-reading
+# every glossary with it had grown a server by 615 MB and tripled small requests' latency).
+KEYS_VERSION, CONTENT_VERSION = 1, 2
 _version = Table(
     "tolk_store_version",
     _metadata,
@@ -243,7 +247,15 @@ class KeyStore:
     """The store's database: a SQLite file (a path), any SQLAlchemy URL (PostgreSQL for a
     fleet), or an in-memory database (None: for a server with no `access.db`)."""
 
-    def __init__(self, location: Path | str | None) -> None:
+    def __init__(
+        self,
+        location: Path | str | None,
+        max_glossaries: int = 100,
+        max_glossary_bytes: int = 16 << 20,
+    ) -> None:
+        """`max_glossaries` and `max_glossary_bytes`: what one owner (API key) may keep in
+        glossaries, in number and in bytes of entries, all of them together; every server
+        holds every owner's glossaries in memory."""
         self.url = url_of(location)
         self._db = Database(self.url)
         with self._db.begin() as connection:
@@ -251,8 +263,10 @@ class KeyStore:
             columns = {c["name"] for c in inspect(connection).get_columns("glossaries")}
             if "dictionaries" not in columns:  # a file from before DeepL v3's glossaries
                 connection.execute(text("ALTER TABLE glossaries ADD COLUMN dictionaries TEXT"))
-            if connection.execute(select(_version.c.version)).first() is None:
-                connection.execute(insert(_version).values(id=1, version=0))
+            present = set(connection.execute(select(_version.c.id)).scalars())
+            for row in (KEYS_VERSION, CONTENT_VERSION):
+                if row not in present:
+                    connection.execute(insert(_version).values(id=row, version=0))
         self._by_hash: dict[str, Key] = {}
         self._used: dict[tuple[str, str], int] = {}  # (key id, period start) -> characters
         self._pending: dict[tuple[str, str], tuple[int, int]] = {}  # -> (characters, requests)
@@ -262,6 +276,9 @@ class KeyStore:
         self._glossaries: dict[str, StoredGlossary] = {}
         self._style_rules: dict[str, StyleRule] = {}
         self._version = -1  # the store's version at the last read
+        self._content_version = -1  # of glossaries and style rules
+        self.max_glossaries = max_glossaries
+        self.max_glossary_bytes = max_glossary_bytes
         self.sync(force=True)
 
     def close(self) -> None:
@@ -273,11 +290,17 @@ class KeyStore:
         return self._db
 
     @contextmanager
-    def _tx(self) -> Iterator[Connection]:
-        """A write: one transaction, which bumps the store's version."""
+    def _tx(self, content: bool = True) -> Iterator[Connection]:
+        """A write: one transaction, which bumps the store's version (and, unless it writes
+        only usage, the version of glossaries and style rules)."""
+        rows = (KEYS_VERSION, CONTENT_VERSION) if content else (KEYS_VERSION,)
         with self._db.begin() as connection:
             yield connection
-            connection.execute(update(_version).values(version=_version.c.version + 1))
+            connection.execute(
+                update(_version)
+                .where(_version.c.id.in_(rows))
+                .values(version=_version.c.version + 1)
+            )
 
     # -- keys --------------------------------------------------------------------------------
 
@@ -401,10 +424,13 @@ class KeyStore:
                 self._flushing = {}
             raise
         with self._db.connect() as db:
-            version = db.execute(select(_version.c.version)).scalar_one()
+            versions = {
+                row[0]: row[1] for row in db.execute(select(_version.c.id, _version.c.version))
+            }
+        version, content = versions[KEYS_VERSION], versions[CONTENT_VERSION]
         if force or version != self._version:
-            self._read()
-            self._version = version
+            self._read(content=force or content != self._content_version)
+            self._version, self._content_version = version, content
         self._flushing = {}
 
     def _write_usage(self, pending: Mapping[tuple[str, str], tuple[int, int]]) -> None:
@@ -412,7 +438,7 @@ class KeyStore:
             {"key_id": k, "period_start": p, "characters": c, "requests": r}
             for (k, p), (c, r) in pending.items()
         ]
-        with self._tx() as db:
+        with self._tx(content=False) as db:
             self._db.upsert(
                 db,
                 _usage,
@@ -424,7 +450,8 @@ class KeyStore:
                 },
             )
 
-    def _read(self) -> None:
+    def _read(self, content: bool) -> None:
+        """Keys and usage; glossaries and style rules too if `content` (they changed)."""
         with self._db.connect() as db:
             keys = db.execute(
                 select(_keys.c.hash, *_key_columns()).where(_keys.c.revoked.is_(None))
@@ -434,23 +461,27 @@ class KeyStore:
                     _usage.c.period_start >= period_start("month")
                 )
             ).all()
-            glossaries = db.execute(
-                select(
-                    _glossaries.c.id, _glossaries.c.owner, _glossaries.c.name,
-                    _glossaries.c.source_lang, _glossaries.c.target_lang, _glossaries.c.entries,
-                    _glossaries.c.created, _glossaries.c.dictionaries,
-                )
-            ).all()  # fmt: skip
-            rules = db.execute(
-                select(
-                    _style_rules.c.id, _style_rules.c.owner, _style_rules.c.created,
-                    _style_rules.c.rule,
-                )
-            ).all()  # fmt: skip
+            if content:
+                glossaries = db.execute(
+                    select(
+                        _glossaries.c.id, _glossaries.c.owner, _glossaries.c.name,
+                        _glossaries.c.source_lang, _glossaries.c.target_lang,
+                        _glossaries.c.entries, _glossaries.c.created, _glossaries.c.dictionaries,
+                    )
+                ).all()  # fmt: skip
+                rules = db.execute(
+                    select(
+                        _style_rules.c.id, _style_rules.c.owner, _style_rules.c.created,
+                        _style_rules.c.rule,
+                    )
+                ).all()  # fmt: skip
         self._by_hash = {row[0]: Key(*row[1:]) for row in keys}
         self._used = {(k, p): c for k, p, c in usage}
-        self._glossaries = {row[0]: _glossary_of_row(row) for row in glossaries}
-        self._style_rules = {i: StyleRule.of_json(i, o, c, json.loads(r)) for i, o, c, r in rules}
+        if content:
+            self._glossaries = {row[0]: _glossary_of_row(row) for row in glossaries}
+            self._style_rules = {
+                i: StyleRule.of_json(i, o, c, json.loads(r)) for i, o, c, r in rules
+            }
 
     # -- glossaries made through the API -----------------------------------------------------
 
@@ -459,6 +490,14 @@ class KeyStore:
     ) -> StoredGlossary:
         glossary = StoredGlossary(str(uuid.uuid4()), owner, name, tuple(dictionaries), time.time())
         name, source, target, entries, stored = _glossary_columns(glossary)
+        held = [g for g in self._glossaries.values() if g.owner == owner]
+        if len(held) >= self.max_glossaries:
+            raise PayloadTooLarge(
+                f"this key has {len(held)} glossaries, the most one key may keep; delete one first",
+                field="glossary",
+                limit=self.max_glossaries,
+            )
+        self._check_bytes(owner, glossary.id, len(stored.encode()))
         with self._tx() as db:
             db.execute(
                 insert(_glossaries).values(
@@ -473,6 +512,7 @@ class KeyStore:
     def change_glossary(self, glossary: StoredGlossary) -> None:
         """Store a changed glossary (its name or dictionaries) under its id and owner."""
         name, source, target, entries, dictionaries = _glossary_columns(glossary)
+        self._check_bytes(glossary.owner, glossary.id, len(dictionaries.encode()))
         with self._tx() as db:
             db.execute(
                 update(_glossaries)
@@ -483,6 +523,22 @@ class KeyStore:
                 )
             )  # fmt: skip
         self._glossaries[glossary.id] = glossary
+
+    def _check_bytes(self, owner: str, glossary_id: str, size: int) -> None:
+        """Refuse a glossary that would take the owner's glossaries past max_glossary_bytes
+        (its other glossaries' entries, as stored, and this one's)."""
+        others = sum(
+            len(_glossary_columns(g)[4].encode())
+            for g in self._glossaries.values()
+            if g.owner == owner and g.id != glossary_id
+        )
+        if others + size > self.max_glossary_bytes:
+            raise PayloadTooLarge(
+                f"this key's glossaries would hold {others + size:,} bytes of entries; at most "
+                f"{self.max_glossary_bytes:,} are kept per key: delete or shorten one first",
+                field="entries",
+                limit=self.max_glossary_bytes,
+            )
 
     def glossaries(self, owner: str | None = None) -> list[StoredGlossary]:
         found = self._glossaries.values()

@@ -154,7 +154,11 @@ class ServerParts:
         self.engine_metrics = EngineMetrics()
         self.metrics = ServiceMetrics(self.engine_metrics)
         self.lifecycle = Lifecycle(config.server.shutdown_grace)
-        self.store = KeyStore(config.store.url or config.access.db)
+        self.store = KeyStore(
+            config.store.url or config.access.db,
+            max_glossaries=config.access.max_glossaries,
+            max_glossary_bytes=int(config.access.max_glossary_bytes),
+        )
         self.access = Access(self.store, config.access.require_key, config.access.anonymous_rate)
         self.documents = DocumentStore()
         m = config.memory
