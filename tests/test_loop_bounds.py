@@ -437,3 +437,29 @@ def test_any_text_is_answered_200_or_4xx_by_every_api(
         path, body = "/translate", {"q": text, "source": "en", "target": "de", "format": "html"}
     response = httpx.post(standin_server.url + path, json=body, timeout=60)
     assert response.status_code == 200 or 400 <= response.status_code < 500, response.text[:300]
+
+
+async def test_a_step_that_holds_the_loop_is_logged_with_its_stack(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """The watch thread names the step: the loop's stack while it is held, once per stall."""
+    from prometheus_client import CollectorRegistry, Counter
+
+    from tolk.server.loopwatch import StallWatch
+
+    stalls = Counter("stalls", "test", registry=CollectorRegistry())
+    watch = asyncio.create_task(StallWatch(0.05, stalls).run())
+    await asyncio.sleep(0.1)  # the watch thread is up, nothing held the loop yet
+    assert stalls._value.get() == 0
+
+    def hold_the_loop_on_purpose() -> None:
+        time.sleep(0.4)
+
+    with caplog.at_level("WARNING", logger="tolk.server"):
+        hold_the_loop_on_purpose()
+        await asyncio.sleep(0.1)
+    watch.cancel()
+    await asyncio.gather(watch, return_exceptions=True)
+    assert stalls._value.get() == 1  # one stall, reported once
+    (record,) = [r for r in caplog.records if "without yielding" in r.getMessage()]
+    assert "hold_the_loop_on_purpose" in record.getMessage()
