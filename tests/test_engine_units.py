@@ -111,3 +111,16 @@ def test_dtype_auto_is_fp32_on_a_cpu_without_native_bf16() -> None:
     assert engine_dtype("auto", cpu=False) == "auto"  # a GPU: the model's own (bf16)
     assert engine_dtype("bfloat16", cpu=True) == "bfloat16"  # a config still says
     assert engine_args(_model({}), cpu=True)["dtype"] == engine_dtype("auto", cpu=True)  # type: ignore[arg-type]
+
+
+def test_sampling_params_are_made_per_request_and_not_deep_copied_by_vllm() -> None:
+    """Each request gets SamplingParams of its own, so vLLM need not deep-copy them."""
+    from tolk.config import SamplingSettings
+    from tolk.engine.engine import sampling_params
+
+    first = sampling_params(SamplingSettings(), 64)
+    second = sampling_params(SamplingSettings(), 64)
+    assert first is not second
+    assert first.skip_clone
+    assert second.skip_clone
+    assert first.clone() is not first  # a shallow copy where vLLM clones

@@ -194,6 +194,10 @@ def sampling_params(
         output_kind=RequestOutputKind.FINAL_ONLY,
         skip_special_tokens=True,
         detokenize=detokenize,
+        # Made for this one request and never reused, so vLLM's AsyncLLM may take it as it
+        # is: its deep copy otherwise was 3% of a real-model server's event loop on the H100
+        # (docs/benchmarks.md, section 13); vLLM's own OpenAI server does the same.
+        skip_clone=True,
         **sampling.model_dump(exclude_none=True),
         **extra,
     )
