@@ -23,7 +23,7 @@ from hypothesis import strategies as st
 
 from tests.conftest import MAIN_LANGUAGES, MAIN_LIMITS
 from tests.helpers import model_config, runtime_env, server_config
-from tolk.errors import TolkError
+from tolk.errors import InvalidRequest, TolkError
 from tolk.local.processes import LocalServer, free_port, start_proxy
 from tolk.translation.document import edges
 from tolk.translation.formats import parse
@@ -65,6 +65,13 @@ HOSTILE: list[tuple[str, str, dict[str, object]]] = [
             "glossary": {f"term {i}": f"Begriff {i}" for i in range(5_000)},
         },
     ),
+    # A long term under a longer word: every place inside the word had been tried (7.8 s).
+    (
+        "a long term inside a long word",
+        "/translate",
+        {"text": "a" * 110_000, "do_not_translate": ["a" * 1_024, "aa"]},
+    ),
+    ("a term over the limit", "/translate", {"text": "Hi.", "glossary": {"x" * 1_025: "y"}}),
     (
         "DeepL nested tags",
         "/v2/translate",
@@ -198,6 +205,15 @@ def test_glossary_matching_keeps_the_regex_semantics() -> None:
     )
     assert glossary.terms("batch sizes") == (("batch", "Stapel"),)
     assert glossary.terms("microbatch") == ()
+    assert glossary.terms("C++C++ and a batch size") == (
+        ("C++", "C++"),
+        ("batch size", "Batchgröße"),
+    )
+    long_word = Glossary({}, ["a" * 1_024, "aa"])
+    assert list(long_word._protected.finditer("a" * 110_000)) == []
+    assert list(long_word._protected.finditer("a" * 5_000 + " aa")) == [(5_001, 5_003)]
+    with pytest.raises(InvalidRequest, match="at most 1024"):
+        Glossary({"x" * 1_025: "y"})
     many = Glossary({f"term {i}": f"Begriff {i}" for i in range(100_000)})
     assert many.terms("a term 99999 and term 5, not term 1000000") == (
         ("term 99999", "Begriff 99999"),

@@ -19,6 +19,7 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 
 import ahocorasick  # type: ignore[import-not-found]  # (a C extension without stubs)
 
+from tolk.errors import InvalidRequest
 from tolk.translation.document import Document, Piece, Tag, Text, Unit
 
 Terms = tuple[tuple[str, str], ...]  # (source term, target term) pairs found in a segment
@@ -69,18 +70,28 @@ class TermMatcher:
     def _first(self, text: str, folded: str, at: int) -> tuple[int, int] | None:
         """The first occurrence starting at or after `at` that stands as a whole word where
         its term wants one; a longest match that does not may give way to a shorter term at
-        the same place, else the search goes on from the next character."""
+        the same place that ends where a word does, else the search goes on from the next
+        place a term can start: a word's first character (a term starting with one needs a
+        word boundary before it) or a non-word character, never inside a word. So each word
+        or non-word character is tried at most once, each try scanning at most a term's
+        length (MAX_TERM_CHARS): a 110,000-character word under a 1,024-character term is one
+        try, not 110,000 (7.8 s)."""
         while at < len(folded):
             hit = next(iter(self._automaton.iter_long(folded, at)), None)
             if hit is None:
                 return None
-            end, (length, _, _) = hit
-            start = end + 1 - length
-            for stop in range(end + 1, start, -1):  # the longest term there that fits
-                value = self._automaton.get(folded[start:stop], None)
-                if value is not None and self._stands(text, start, stop, value):
+            end, value = hit
+            start = end + 1 - value[0]
+            if self._stands(text, start, end + 1, value):
+                return start, end + 1
+            for stop in reversed(_word_ends(text, start, end)):  # shorter terms there
+                shorter = self._automaton.get(folded[start:stop], None)
+                if shorter is not None and self._stands(text, start, stop, shorter):
                     return start, stop
-            at = start + 1
+            following = _START.search(text, start + 1)
+            if following is None:
+                return None
+            at = following.start()
         return None
 
     @staticmethod
@@ -92,6 +103,22 @@ class TermMatcher:
 
 
 _WORD = re.compile(r"\w")
+# A word's last character (seeing the character after it), or a non-word character: the
+# only places a shorter term can end and stand.
+_END = re.compile(r"\w(?!\w)|\W")
+# Where a term can start: a non-word character, or a word's first character.
+_START = re.compile(r"\W|(?<!\w)\w")
+
+# The longest term a glossary or do_not_translate list may hold (checked where a request's
+# glossary is made): the work of finding a term at a place grows with its length.
+MAX_TERM_CHARS = 1024
+
+
+def _word_ends(text: str, start: int, end: int) -> list[int]:
+    """Offsets in (start, end) right after a word's last character or a non-word character
+    (the match itself, ending at `end`, was tried already)."""
+    window = min(len(text), end + 1)  # one character more: whether a word goes on
+    return [m.end() for m in _END.finditer(text, start, window) if m.end() < end]
 
 
 @functools.lru_cache(maxsize=32)
@@ -104,6 +131,14 @@ class Glossary:
     def __init__(self, entries: Mapping[str, str] | None = None, protected: Sequence[str] = ()):
         self.entries = dict(entries or {})
         self.protected = tuple(protected)
+        for term in (*self.entries, *self.protected):
+            if len(term) > MAX_TERM_CHARS:
+                raise InvalidRequest(
+                    f"a glossary or do_not_translate term of {len(term)} characters; at most "
+                    f"{MAX_TERM_CHARS} are accepted (it begins {term[:40]!r})",
+                    field="glossary",
+                    limit=MAX_TERM_CHARS,
+                )
         self._entries = _matcher(frozenset(self.entries))
         self._protected = _matcher(frozenset(self.protected))
         self._lookup = {_fold(k): v for k, v in self.entries.items()}
