@@ -47,6 +47,9 @@ def test_usage_writes_do_not_make_servers_reread_glossaries(tmp_path: Path) -> N
         one.sync()
         other.sync()
     assert other.glossary(made.id) is held  # the same object: not read again
+    one.add("another client")  # a key written: keys re-read, glossaries not
+    other.sync()
+    assert other.glossary(made.id) is held
     assert other.used(key) == 30  # while usage was
     second = one.add_glossary("a", "g2", _dictionary(5))
     other.sync()

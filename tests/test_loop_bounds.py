@@ -464,7 +464,8 @@ async def test_a_step_that_holds_the_loop_is_logged_with_its_stack(
     from tolk.server.loopwatch import StallWatch
 
     stalls = Counter("stalls", "test", registry=CollectorRegistry())
-    watch = asyncio.create_task(StallWatch(0.05, stalls).run())
+    lags: list[float] = []
+    watch = asyncio.create_task(StallWatch(0.05, stalls, 0.01).run(lags.append))
     await asyncio.sleep(0.1)  # the watch thread is up, nothing held the loop yet
     assert stalls._value.get() == 0
 
@@ -477,5 +478,6 @@ async def test_a_step_that_holds_the_loop_is_logged_with_its_stack(
     watch.cancel()
     await asyncio.gather(watch, return_exceptions=True)
     assert stalls._value.get() == 1  # one stall, reported once
+    assert max(lags) >= 0.3  # and the lag sampled on the loop saw it
     (record,) = [r for r in caplog.records if "without yielding" in r.getMessage()]
     assert "hold_the_loop_on_purpose" in record.getMessage()

@@ -432,6 +432,8 @@ async def test_with_a_shared_memory_a_hit_is_not_told(test_model: Path, tmp_path
             assert hit.json()["usage"]["memory_segments"] == 0
             assert hit.json()["usage"]["completion_tokens"] == 0
             assert "X-Tolk-Memory-Segments" not in hit.headers
+            assert "Server-Timing" not in hit.headers  # its engine time would be none
+            assert "Server-Timing" not in first.headers
             assert hit.json()["usage"]["characters"] == len(body["text"])  # charged alike
             deepl_body = {"text": [body["text"]], "source_lang": "EN", "target_lang": "DE"}
             drop_in = await client.post(

@@ -290,9 +290,9 @@ class KeyStore:
         return self._db
 
     @contextmanager
-    def _tx(self, content: bool = True) -> Iterator[Connection]:
-        """A write: one transaction, which bumps the store's version (and, unless it writes
-        only usage, the version of glossaries and style rules)."""
+    def _tx(self, content: bool = False) -> Iterator[Connection]:
+        """A write: one transaction, which bumps the store's version (and, with `content`:
+        a write of glossaries or style rules, theirs)."""
         rows = (KEYS_VERSION, CONTENT_VERSION) if content else (KEYS_VERSION,)
         with self._db.begin() as connection:
             yield connection
@@ -431,14 +431,15 @@ class KeyStore:
         if force or version != self._version:
             self._read(content=force or content != self._content_version)
             self._version, self._content_version = version, content
-        self._flushing = {}
+        with self._pending_lock:
+            self._flushing = {}
 
     def _write_usage(self, pending: Mapping[tuple[str, str], tuple[int, int]]) -> None:
         rows = [
             {"key_id": k, "period_start": p, "characters": c, "requests": r}
             for (k, p), (c, r) in pending.items()
         ]
-        with self._tx(content=False) as db:
+        with self._tx() as db:
             self._db.upsert(
                 db,
                 _usage,
@@ -476,7 +477,11 @@ class KeyStore:
                     )
                 ).all()  # fmt: skip
         self._by_hash = {row[0]: Key(*row[1:]) for row in keys}
-        self._used = {(k, p): c for k, p, c in usage}
+        used = {(k, p): c for k, p, c in usage}
+        # The counts just flushed are in `used` now: both swapped in one step, or a
+        # reservation in between would count them twice.
+        with self._pending_lock:
+            self._used, self._flushing = used, {}
         if content:
             self._glossaries = {row[0]: _glossary_of_row(row) for row in glossaries}
             self._style_rules = {
@@ -498,7 +503,7 @@ class KeyStore:
                 limit=self.max_glossaries,
             )
         self._check_bytes(owner, glossary.id, len(stored.encode()))
-        with self._tx() as db:
+        with self._tx(content=True) as db:
             db.execute(
                 insert(_glossaries).values(
                     id=glossary.id, owner=owner, name=name, source_lang=source,
@@ -513,7 +518,7 @@ class KeyStore:
         """Store a changed glossary (its name or dictionaries) under its id and owner."""
         name, source, target, entries, dictionaries = _glossary_columns(glossary)
         self._check_bytes(glossary.owner, glossary.id, len(dictionaries.encode()))
-        with self._tx() as db:
+        with self._tx(content=True) as db:
             db.execute(
                 update(_glossaries)
                 .where(_glossaries.c.id == glossary.id, _glossaries.c.owner == glossary.owner)
@@ -556,7 +561,7 @@ class KeyStore:
     def _delete(self, table: Table, held: dict[str, Any], owner: str, item_id: str) -> bool:
         """Delete the owner's row `item_id` from `table` and from its cache `held`; whether
         there was one."""
-        with self._tx() as db:
+        with self._tx(content=True) as db:
             deleted = db.execute(
                 delete(table).where(table.c.id == item_id, table.c.owner == owner)
             ).rowcount
@@ -570,7 +575,7 @@ class KeyStore:
         """Store a new or changed style rule (under its id and owner)."""
         body = json.dumps(rule.to_json(), ensure_ascii=False)
         row = {"id": rule.id, "owner": rule.owner, "rule": body, "created": rule.created}
-        with self._tx() as db:
+        with self._tx(content=True) as db:
             self._db.upsert(
                 db,
                 _style_rules,

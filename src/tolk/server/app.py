@@ -86,17 +86,6 @@ async def sample_concurrency(pool: ModelPool, metrics: ServiceMetrics) -> None:
         await asyncio.sleep(CONCURRENCY_SAMPLE_INTERVAL)
 
 
-async def watch_loop(metrics: ServiceMetrics) -> None:
-    """Sample the event loop's lag: a sleep of LOOP_SAMPLE_INTERVAL that wakes late was held
-    up by work that did not yield (tolk_event_loop_stall_seconds)."""
-    loop = asyncio.get_running_loop()
-    stalls = metrics.loop_stall
-    while True:
-        began = loop.time()
-        await asyncio.sleep(LOOP_SAMPLE_INTERVAL)
-        stalls.observe(max(0.0, loop.time() - began - LOOP_SAMPLE_INTERVAL))
-
-
 async def every(seconds: float, work: Callable[[], object], what: str) -> None:
     """`work` every `seconds`, in a thread: a disk that stalls (a WAL checkpoint's fsync) or
     a database far away must not stall the event loop. A failure is logged and retried."""
@@ -186,9 +175,14 @@ class ServerParts:
             asyncio.create_task(self.supervisor.run()),
             asyncio.create_task(sample_concurrency(pool, self.metrics)),
             asyncio.create_task(every(SYNC_SECONDS, self.store.sync, "syncing the key store")),
-            asyncio.create_task(watch_loop(self.metrics)),
+            # The loop's lag (tolk_event_loop_stall_seconds) and, beside it, the steps that
+            # hold it past loop_stall_warning, named by their stack.
             asyncio.create_task(
-                StallWatch(self.config.server.loop_stall_warning, self.metrics.loop_stalls).run()
+                StallWatch(
+                    self.config.server.loop_stall_warning,
+                    self.metrics.loop_stalls,
+                    LOOP_SAMPLE_INTERVAL,
+                ).run(self.metrics.loop_stall.observe)
             ),
         ]
         if self.memory is not None:

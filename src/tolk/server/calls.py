@@ -215,8 +215,10 @@ class Calls:
     ) -> None:
         request.state.engine_seconds = result.engine_seconds
         request.state.model = result.model
-        # W3C Server-Timing: lets a client tell engine time from everything else.
-        headers["Server-Timing"] = f"engine;dur={result.engine_seconds * 1000:.3f}"
+        # W3C Server-Timing: lets a client tell engine time from everything else. Withheld
+        # with a shared memory: a hit's engine time (none) would tell another key's text.
+        if not self.hides_memory:
+            headers["Server-Timing"] = f"engine;dur={result.engine_seconds * 1000:.3f}"
         metrics = self.metrics
         metrics.texts.labels(result.model).inc(texts)
         metrics.characters.labels(result.model).inc(result.usage.characters)

@@ -1,13 +1,13 @@
-"""A watch beside the event loop that names what holds it.
+"""The event loop's heartbeat, and a watch beside it that names what holds the loop.
 
-`tolk_event_loop_stall_seconds` (tolk.server.app.watch_loop) says after the fact how long the
-loop was held, not by what. A daemon thread here looks at a heartbeat the loop writes every
-quarter of `threshold`: once it is older than the threshold, the loop is busy in one step that
-has not yielded, and the thread logs the loop thread's stack at that moment (the step, from
-`sys._current_frames`) once per stall and counts it in `tolk_event_loop_stalls_total`.
-Written here because asyncio's own report of slow callbacks exists only in debug mode, which
-costs too much to run in production, and says which callback, not where inside it.
-"""
+The heartbeat sleeps 10 ms again and again on the loop; how late each sleep wakes is
+`tolk_event_loop_stall_seconds`, which says after the fact how long the loop was held, not by
+what. A daemon thread looks at the same heartbeat: once it is older than `threshold`, the loop
+is busy in one step that has not yielded, and the thread logs the loop thread's stack at that
+moment (the step, from `sys._current_frames`) once per stall and counts it in
+`tolk_event_loop_stalls_total`. Written here because asyncio's own report of slow callbacks
+exists only in debug mode, which costs too much to run in production, and says which
+callback, not where inside it."""
 
 from __future__ import annotations
 
@@ -17,6 +17,7 @@ import sys
 import threading
 import time
 import traceback
+from collections.abc import Callable
 
 from prometheus_client import Counter
 
@@ -24,22 +25,32 @@ log = logging.getLogger("tolk.server")
 
 
 class StallWatch:
-    def __init__(self, threshold: float, stalls: Counter) -> None:
+    """The loop's one heartbeat: `run` sleeps `interval` again and again on the loop, hands
+    how late each sleep woke to `lag` (tolk_event_loop_stall_seconds), and a daemon thread
+    beside it logs the loop's stack when a beat is more than `threshold` late."""
+
+    def __init__(self, threshold: float, stalls: Counter, interval: float) -> None:
         self.threshold = threshold
         self.stalls = stalls
+        self.interval = interval
         self._beat = time.monotonic()
         self._loop_thread = 0
         self._stopped = threading.Event()
 
-    async def run(self) -> None:
-        """The heartbeat, on the loop; starts the watching thread and stops it when cancelled."""
+    async def run(self, lag: Callable[[float], None] | None = None) -> None:
+        """The heartbeat, on the loop; starts the watching thread and stops it when
+        cancelled."""
         self._loop_thread = threading.get_ident()
         watcher = threading.Thread(target=self._watch, name="tolk-loop-watch", daemon=True)
         watcher.start()
+        loop = asyncio.get_running_loop()
         try:
             while True:
                 self._beat = time.monotonic()
-                await asyncio.sleep(self.threshold / 4)
+                began = loop.time()
+                await asyncio.sleep(self.interval)
+                if lag is not None:
+                    lag(max(0.0, loop.time() - began - self.interval))
         finally:
             self._stopped.set()
 
@@ -47,7 +58,7 @@ class StallWatch:
         reported = None  # the heartbeat whose stall was logged already
         while not self._stopped.wait(self.threshold / 4):
             beat = self._beat
-            held = time.monotonic() - beat - self.threshold / 4  # less the heartbeat's sleep
+            held = time.monotonic() - beat - self.interval  # less the heartbeat's sleep
             if held <= self.threshold or beat == reported:
                 continue
             reported = beat

@@ -19,6 +19,9 @@ from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 
 
 class TimedHead(HttpToolsProtocol):
+    """Armed when a connection opens and when a request begins (a pipelined one too),
+    disarmed when its headers are in; between requests uvicorn's keep-alive timeout rules."""
+
     header_timeout = 10.0  # set per server by timed_head()
     _head_timer: asyncio.TimerHandle | None = None
 
@@ -37,11 +40,6 @@ class TimedHead(HttpToolsProtocol):
     def connection_lost(self, exc: Exception | None) -> None:
         self._disarm()
         super().connection_lost(exc)
-
-    def on_response_complete(self) -> None:
-        # Idle until the next request begins: uvicorn's keep-alive timeout applies then.
-        self._disarm()
-        super().on_response_complete()
 
     def _arm(self) -> None:
         self._disarm()

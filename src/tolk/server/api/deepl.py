@@ -448,7 +448,10 @@ async def create_glossary(request: Request, calls: CallsDep) -> JSONResponse:
     pool = calls.translator.pool
     if not pool.covers(source.tag, target.tag):
         raise InvalidRequest(f"Unsupported glossary language pair: {source.tag} to {target.tag}")
-    entries = parse_entries(text, params.text("entries_format") or "tsv")
+    # Up to max_file_bytes of CSV/TSV: parsed off the event loop.
+    entries = await calls.translator.offload(
+        parse_entries, text, params.text("entries_format") or "tsv"
+    )
     # In a thread, as every write to the key store's file (its disk may stall).
     glossary = await asyncio.to_thread(
         calls.store.add_glossary,

@@ -64,6 +64,12 @@ def _owned(calls: Calls, caller: Caller, glossary_id: str) -> StoredGlossary:
     return glossary
 
 
+async def _dictionaries(calls: Calls, raw: list[Any]) -> list[GlossaryDictionary]:
+    """The dictionaries of a request body, their entries (up to max_file_bytes of CSV/TSV)
+    parsed off the event loop."""
+    return await calls.translator.offload(lambda: [_dictionary(calls, d) for d in raw])
+
+
 def _dictionary(calls: Calls, raw: Any) -> GlossaryDictionary:
     """One dictionary of a request body: its pair (served by some model) and entries."""
     if not isinstance(raw, dict):
@@ -105,7 +111,7 @@ async def create(request: Request, calls: CallsDep) -> JSONResponse:
         raise InvalidRequest("Parameter 'name' not specified.", field="name")
     if not isinstance(raw, list) or not raw:
         raise InvalidRequest("Parameter 'dictionaries' not specified.", field="dictionaries")
-    dictionaries = [_dictionary(calls, d) for d in raw]
+    dictionaries = await _dictionaries(calls, raw)
     pairs = [d.pair for d in dictionaries]
     if len(set(pairs)) != len(pairs):
         raise InvalidRequest("Invalid glossary: two dictionaries for the same language pair")
@@ -140,7 +146,7 @@ async def update(glossary_id: str, request: Request, calls: CallsDep) -> JSONRes
     if not name and not raw:
         raise InvalidRequest("Nothing to update: give a name or dictionaries")
     dictionaries = list(glossary.dictionaries)
-    for change in [_dictionary(calls, d) for d in raw or []]:
+    for change in await _dictionaries(calls, raw or []):
         pair = change.pair
         at = next((i for i, d in enumerate(dictionaries) if d.pair == pair), None)
         if at is None:
