@@ -1,4 +1,4 @@
-"""What one key may keep in glossaries, and glossaries re-read only when they change
+"""What one key may keep in glossaries and style rules, and glossaries re-read only when they change
 (issue 35): a usage write every second under traffic had made every server re-read every
 glossary with it."""
 
@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from tolk.errors import PayloadTooLarge
-from tolk.keys import GlossaryDictionary, KeyStore
+from tolk.keys import GlossaryDictionary, KeyStore, StyleRule
 
 
 def _dictionary(entries: int, width: int = 10) -> list[GlossaryDictionary]:
@@ -31,6 +31,12 @@ def test_a_key_keeps_a_bounded_number_and_size_of_glossaries(tmp_path: Path) -> 
         store.change_glossary(grown)
     assert len(store.glossaries("a")) == 3
     assert len(store.glossaries("b")) == 1
+    for n in range(3):
+        store.put_style_rule(StyleRule(f"r{n}", "a", f"rule {n}", "de", 0.0, 0.0))
+    with pytest.raises(PayloadTooLarge, match="3 style rules"):
+        store.put_style_rule(StyleRule("r3", "a", "one too many", "de", 0.0, 0.0))
+    store.put_style_rule(StyleRule("r0", "a", "renamed", "de", 0.0, 1.0))  # a change is no new
+    assert [r.name for r in store.style_rules("a")] == ["renamed", "rule 1", "rule 2"]
     store.close()
 
 

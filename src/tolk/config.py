@@ -383,7 +383,9 @@ class AccessSettings(_Strict):
         None, description="Request rate for callers without a key, e.g. '20/second'."
     )
     max_glossaries: int = Field(
-        100, ge=1, description="Glossaries one key may keep (made through DeepL's API)."
+        100,
+        ge=1,
+        description="Glossaries one key may keep (made through DeepL's API), and style rules.",
     )
     max_glossary_bytes: ByteSize = Field(
         ByteSize(16 << 20),

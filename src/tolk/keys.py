@@ -572,7 +572,15 @@ class KeyStore:
     # -- style rules made through the API ----------------------------------------------------
 
     def put_style_rule(self, rule: StyleRule) -> None:
-        """Store a new or changed style rule (under its id and owner)."""
+        """Store a new or changed style rule (under its id and owner); a new one only while
+        its owner has fewer than max_glossaries rules (each is at most a request body)."""
+        held = sum(r.owner == rule.owner for r in self._style_rules.values())
+        if rule.id not in self._style_rules and held >= self.max_glossaries:
+            raise PayloadTooLarge(
+                f"this key has {held} style rules, the most one key may keep; delete one first",
+                field="style_rule",
+                limit=self.max_glossaries,
+            )
         body = json.dumps(rule.to_json(), ensure_ascii=False)
         row = {"id": rule.id, "owner": rule.owner, "rule": body, "created": rule.created}
         with self._tx(content=True) as db:
