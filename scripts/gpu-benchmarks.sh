@@ -9,7 +9,9 @@
 #   scale-one scale-fleet scale-vllm-dp scale-pairs scale-kill
 # and the same with the real 0.5B model as shipped, on FLORES sentences at saturation
 # (256 clients; the GGUF at models/.gguf, FLORES at $DATA; see real_model below):
-#   real-one real-fleet real-vllm-dp (and real-versus: one tolk against one vLLM server)
+#   real-one real-fleet real-vllm-dp (and real-versus: one tolk against one vLLM server;
+#   real-quality: `tolk bench quality` as shipped and with each feature off against vLLM's
+#   own server with the plain prompt, one GPU: issue 36)
 # Every step samples the GPUs' utilisation (nvidia-smi, 500 ms) into <step>/gpu-util.csv.
 #
 #   bash scripts/gpu-benchmarks.sh [STEP...]
@@ -350,6 +352,17 @@ step_real-versus() {  # one tolk server against one vLLM server, tolk's prompts,
   CUDA_VISIBLE_DEVICES=0 "${TOLK[@]}" bench versus-vllm --config $REAL_CONFIG --model $REAL_NAME \
     --workload "$FLORES" --concurrency 256 --requests 2400 --rounds 2 --warmup 256 \
     --out "$RESULTS/real-versus"
+}
+
+step_real-quality() {  # issue 36: the product against the raw server, as a user compares them
+  # tolk as shipped and with each feature off (one server at a time), each alternating over
+  # two rounds with vLLM's own OpenAI server on the same model and GPU, sent the plain
+  # prompt: chrF++ beside requests/s, output tokens/s, GPU busy and the engine's batch.
+  real_model || return 1
+  CUDA_VISIBLE_DEVICES=0 "${TOLK[@]}" bench quality --config $REAL_CONFIG \
+    --openai-start models/qwen2.5-coder-0.5b-instruct --data "$DATA" --sentences 400 \
+    --markup --concurrency 256 --rounds 2 --variants examples-off,checks-off,retry-off \
+    --out "$RESULTS/real-quality"
 }
 
 steps=("$@")

@@ -315,3 +315,33 @@ def test_bench_versus_vllm_data_parallel_against_a_tolk_fleet(
     assert fleet_logs == ["server-1.log", "server-2.log"]
     vllm_log = (tmp_path / "versus" / "vllm-server.log").read_text()
     assert "EngineCore_DP1" in vllm_log
+
+
+@pytest.mark.slow
+def test_bench_quality_speed_alternates_tolk_its_variant_and_vllm(
+    bench_config: Path, test_model: Path, tmp_path: Path
+) -> None:
+    """tolk from the config and again with its checks off, each two rounds alternating with
+    vLLM's own OpenAI server on the same model (kept up through the run): every pass timed
+    and sampled from the engines' /metrics, tolk's ratio to the baseline first."""
+    result = tolk(
+        "bench", "quality", "--config", str(bench_config), "--model", "demo",
+        "--openai-start", str(test_model), "--variants", "checks-off", "--rounds", "2",
+        "--sentences", "2", "--pairs", "en-de", "--concurrency", "2", "--out", "q",
+        cwd=tmp_path,
+    )  # fmt: skip
+    data = json.loads((tmp_path / "q" / "quality.json").read_text())
+    passes = [(p["round"], p["system"]) for p in data["speed"]["passes"]]
+    assert passes == [
+        (1, "tolk"), (1, "openai"), (2, "openai"), (2, "tolk"),
+        (1, "tolk[checks-off]"), (1, "openai"), (2, "openai"), (2, "tolk[checks-off]"),
+    ]  # fmt: skip
+    assert all(p["errors"] == 0 and p["requests"] == 2 for p in data["speed"]["passes"])
+    # The engines' own gauges were read from both kinds of server during the passes.
+    assert all(p["running_mean"] is not None for p in data["speed"]["passes"])
+    assert all(p["output_tokens"] > 0 for p in data["speed"]["passes"])
+    assert [r["system"] for r in data["speed"]["ratios"]] == ["tolk", "tolk[checks-off]"]
+    assert [s["name"] for s in data["systems"]] == ["tolk", "openai", "tolk[checks-off]"]
+    assert {r["system"] for r in data["records"]} == {"tolk", "openai", "tolk[checks-off]"}
+    assert len(data["records"]) == 6  # the first pass of each system, scored
+    assert result.stdout.index("tolk / openai: requests/s x") < result.stdout.index("chrF++")

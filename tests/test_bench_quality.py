@@ -15,7 +15,7 @@ import sacrebleu
 from aiohttp import web
 
 from tests.helpers import ServerProcess, run_tolk
-from tolk.bench import quality, quality_data, quality_report
+from tolk.bench import quality, quality_data, quality_report, quality_speed
 from tolk.bench.quality_data import Unit
 
 SOURCE = "The dog runs quickly home because it is raining very hard today."
@@ -537,7 +537,18 @@ async def standin() -> AsyncIterator[tuple[str, list[dict[str, Any]]]]:
     async def tolk_models(request: web.Request) -> web.Response:
         return web.json_response({"models": [{"model": "standin", "prompt_format": "chat"}]})
 
+    async def metrics(request: web.Request) -> web.Response:
+        # The engine's gauges as vLLM publishes them (both tolk and vLLM's server do).
+        text = (
+            "# TYPE vllm:num_requests_running gauge\n"
+            'vllm:num_requests_running{engine="0"} 3.0\n'
+            "# TYPE vllm:num_requests_waiting gauge\n"
+            'vllm:num_requests_waiting{engine="0"} 1.0\n'
+        )
+        return web.Response(text=text, content_type="text/plain")
+
     app = web.Application()
+    app.router.add_get("/metrics", metrics)
     app.router.add_post("/v1/chat/completions", chat)
     app.router.add_get("/v1/models", models)
     app.router.add_post("/translate", translate)
@@ -595,6 +606,86 @@ async def test_openai_baseline_and_drop_in_apis_against_a_standin(
     assert rows["tolk"]["rates"]["truncated"] is None
     assert rows["openai"]["output_tokens"] == 515
     assert results["summary"]["documents"][0]["split"] == "paragraphs"
+
+
+async def test_rounds_alternate_and_every_pass_is_timed_with_the_ratio_first(
+    standin: tuple[str, list[dict[str, Any]]], tmp_path: Path
+) -> None:
+    url, seen = standin
+    units = [
+        Unit("sentence", "en", "de", i, f"Sentence number {i}.", f"Satz {i}.") for i in range(4)
+    ]
+    plan = quality.Plan(
+        units=units, url=url, apis=("tolk",), openai=url, concurrency=2, rounds=2,
+        languages=["en", "de"],
+        settings={"data": "x", "offset": 0, "sentences_per_pair": 4, "warnings": [],
+                  "concurrency": 2},
+    )  # fmt: skip
+    results = await quality.run_quality(plan, tmp_path)
+    passes = results["speed"]["passes"]
+    # Each system twice, the side that goes first alternating.
+    assert [(p["round"], p["system"]) for p in passes] == [
+        (1, "tolk"), (1, "openai"), (2, "openai"), (2, "tolk"),
+    ]  # fmt: skip
+    assert len(seen) == 16  # every unit to every system in every round
+    assert len(results["records"]) == 8  # the first pass of each is scored
+    for p in passes:
+        assert p["requests"] == 4
+        assert p["errors"] == 0
+        assert p["wall_s"] > 0
+        assert p["requests_per_s"] == pytest.approx(4 / p["wall_s"])
+        assert p["running_mean"] == 3.0
+        assert p["waiting_mean"] == 1.0
+    tolk_tokens = [p["output_tokens"] for p in passes if p["system"] == "tolk"]
+    assert tolk_tokens == [8, 8]  # 2 a sentence in the stand-in's usage
+    rows = {r["system"]: r for r in results["speed"]["systems"]}
+    assert rows["tolk"]["passes"] == rows["openai"]["passes"] == 2
+    (ratio,) = results["speed"]["ratios"]
+    assert ratio["system"] == "tolk"
+    assert ratio["requests_per_s"] == pytest.approx(
+        rows["tolk"]["requests_per_s"] / rows["openai"]["requests_per_s"]
+    )
+    md = quality_report.markdown(results)
+    first = md.split("\n\n")[2]  # after the title and the run's description
+    assert first.startswith("**tolk / openai: requests/s x")
+    assert "| tolk | 2 | 8 | 0 |" in md
+
+
+def test_variants_run_as_blocks_each_alternating_with_one_baseline() -> None:
+    plan = quality.Plan(
+        units=[], config=Path("tolk.yaml"), openai_start=Path("model"), rounds=2,
+        variants=("examples-off", "retry-off"),
+    )  # fmt: skip
+    assert quality.schedule(plan) == [
+        (0, None, 1, "tolk"), (0, None, 1, "baseline"),
+        (0, None, 2, "baseline"), (0, None, 2, "tolk"),
+        (1, "examples-off", 1, "tolk"), (1, "examples-off", 1, "baseline"),
+        (1, "examples-off", 2, "baseline"), (1, "examples-off", 2, "tolk"),
+        (2, "retry-off", 1, "tolk"), (2, "retry-off", 1, "baseline"),
+        (2, "retry-off", 2, "baseline"), (2, "retry-off", 2, "tolk"),
+    ]  # fmt: skip
+    # One round, no variants: tolk, then the baseline (tolk is stopped before it starts).
+    assert quality.schedule(quality.Plan(units=[], url="u", openai="o")) == [
+        (0, None, 1, "tolk"), (0, None, 1, "baseline"),
+    ]  # fmt: skip
+
+
+def test_each_variant_switches_one_feature_off_on_every_model() -> None:
+    from tolk.config import load_config
+
+    shipped = load_config(Path(__file__).parents[1] / "configs/gpu-qwen2.5-coder-0.5b.yaml")
+    (model,) = shipped.models
+    assert model.prompt_examples == 2
+    assert model.checks.enabled
+    assert model.checks.retry
+    off = {name: change(shipped).models[0] for name, change in quality_speed.VARIANTS.items()}
+    assert off["examples-off"].prompt_examples == 0
+    assert off["examples-off"].checks.enabled
+    assert not off["checks-off"].checks.enabled
+    assert off["checks-off"].prompt_examples == 2
+    assert off["retry-off"].checks.enabled
+    assert not off["retry-off"].checks.retry
+    assert off["retry-off"].engine == model.engine  # nothing else changes
 
 
 # --- End to end ---------------------------------------------------------------------------

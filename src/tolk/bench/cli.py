@@ -619,7 +619,27 @@ def quality_command(
             "articles of 12,000 and 8,600 characters: long on a CPU)."
         ),
     ] = 1000,
-    concurrency: Annotated[int, typer.Option(help="Requests at once per system.")] = 8,
+    concurrency: Annotated[
+        int,
+        typer.Option(
+            help="Requests at once per system. To compare speed at saturation as a user "
+            "would, give the engine's batch or more (e.g. 256 on the H100)."
+        ),
+    ] = 8,
+    rounds: Annotated[
+        int,
+        typer.Option(
+            help="Passes over the units per system, the systems alternating (the first pass "
+            "is scored; every pass is timed, with the GPU and the engine sampled)."
+        ),
+    ] = 1,
+    variants: Annotated[
+        str,
+        typer.Option(
+            help="With --config: tolk again with a feature off, each a system of its own "
+            "alternating with the baseline: any of examples-off,checks-off,retry-off."
+        ),
+    ] = "",
     alternatives: Annotated[
         int,
         typer.Option(
@@ -642,7 +662,7 @@ def quality_command(
 ) -> None:
     """Translation quality on human references: chrF++ and BLEU with 95% intervals, failure
     rates (off-target, echo, loop, cut, truncated, empty), tolk's flags, latency and tokens."""
-    from tolk.bench import quality, quality_data, quality_report
+    from tolk.bench import quality, quality_data, quality_report, quality_speed
 
     if compare is not None:
         _quality_compare(*compare, out)
@@ -662,6 +682,18 @@ def quality_command(
         raise typer.BadParameter(
             "--sentences and --concurrency are positive, --offset and --alternatives >= 0"
         )
+    chosen_variants = [v.strip() for v in variants.split(",") if v.strip()]
+    if set(chosen_variants) - set(quality_speed.VARIANTS) or len(set(chosen_variants)) < len(
+        chosen_variants
+    ):
+        raise typer.BadParameter(
+            f"'{variants}': any of {','.join(quality_speed.VARIANTS)}, each once",
+            param_hint="--variants",
+        )
+    if chosen_variants and not config:
+        raise typer.BadParameter("--variants starts tolk itself: give --config, not --url")
+    if rounds < 1:
+        raise typer.BadParameter("--rounds is positive")
     if alternatives and not set(chosen_apis) & set(quality.ALTERNATIVE_APIS):
         raise typer.BadParameter("--alternatives needs --apis tolk or libretranslate")
     folder = data or quality_data.DEFAULT_DATA
@@ -700,6 +732,8 @@ def quality_command(
         languages=judged,
         alternatives=alternatives,
         translation_memory=translation_memory,
+        rounds=rounds,
+        variants=chosen_variants,
         settings={
             "languages": judged,
             "data": str(folder),

@@ -39,9 +39,10 @@ from typing import Any
 import aiohttp
 from rich.progress import Progress
 
-from tolk.bench import quality_report
+from tolk.bench import quality_report, quality_speed
 from tolk.bench.loadgen import BYPASS_MEMORY
 from tolk.bench.quality_data import Unit
+from tolk.bench.quality_speed import BASELINE
 from tolk.bench.run import progress_callback
 from tolk.config import EngineSettings, ModelSettings, load_config
 from tolk.languages import lang
@@ -96,6 +97,16 @@ class Plan:
     settings: Mapping[str, Any] = field(default_factory=dict)  # for the report
     alternatives: int = 0  # also measure tolk's and LibreTranslate's APIs asked for these
     translation_memory: str | None = None  # named in tolk's and DeepL's requests
+    rounds: int = 1  # passes over the units per system, the systems alternating
+    variants: Sequence[str] = ()  # tolk again with a feature off (quality_speed.VARIANTS)
+
+    @property
+    def measures_tolk(self) -> bool:
+        return bool(self.url or self.config)
+
+    @property
+    def measures_baseline(self) -> bool:
+        return bool(self.openai or self.openai_start)
 
 
 def openai_prompt(unit: Unit) -> str:
@@ -301,7 +312,9 @@ def start_vllm(plan: Plan, workdir: Path) -> tuple[LocalServer, str]:
     return server, settings.name
 
 
-def start_tolk(plan: Plan, workdir: Path) -> LocalServer:
+def start_tolk(plan: Plan, workdir: Path, variant: str | None = None) -> LocalServer:
+    """tolk from the plan's config (only its --model, where named), with `variant`'s feature
+    switched off (quality_speed.VARIANTS)."""
     assert plan.config is not None
     config = load_config(plan.config)
     if plan.model is not None:
@@ -309,7 +322,10 @@ def start_tolk(plan: Plan, workdir: Path) -> LocalServer:
         if not models:
             raise ValueError(f"no model '{plan.model}' in {plan.config}")
         config = config.model_copy(update={"models": models})
-    return start_server(config, workdir, "quality-tolk", ready_timeout=900)
+    if variant is not None:
+        config = quality_speed.VARIANTS[variant](config)
+    name = f"quality-tolk-{variant}" if variant else "quality-tolk"
+    return start_server(config, workdir, name, ready_timeout=900)
 
 
 def machine() -> dict[str, Any]:
@@ -326,64 +342,134 @@ def machine() -> dict[str, Any]:
     }
 
 
+def tolk_systems(plan: Plan, url: str, variant: str | None) -> list[System]:
+    """The systems a tolk server is measured as: each API, and its +tm and +altN where asked."""
+    chosen = []
+    for api in plan.apis:
+        base = quality_speed.variant_name(SYSTEM_NAMES[api], variant)
+        chosen.append(System(base, api, url))
+        if plan.translation_memory and api in ("tolk", "deepl"):
+            chosen.append(
+                System(f"{base}+tm", api, url, translation_memory=plan.translation_memory)
+            )
+        if plan.alternatives and api in ALTERNATIVE_APIS:
+            name = f"{base}+alt{plan.alternatives}"
+            chosen.append(System(name, api, url, alternatives=plan.alternatives))
+    return chosen
+
+
+class Servers:
+    """The servers a run measures, each up only while it is needed: a tolk server per block
+    (the config as given, then each variant), stopped when its block has no more passes; the
+    baseline started when first asked for and kept up to the end, so that rounds alternate
+    against one baseline. Servers started here are stopped by PID."""
+
+    def __init__(self, plan: Plan, workdir: Path) -> None:
+        self.plan = plan
+        self.workdir = workdir
+        self.described: list[dict[str, Any]] = []
+        self._tolk: LocalServer | None = None
+        self._tolk_systems: list[System] | None = None
+        self._vllm: LocalServer | None = None
+        self._baseline: System | None = None
+
+    async def tolk(self, variant: str | None) -> list[System]:
+        if self._tolk_systems is not None:
+            return self._tolk_systems
+        if self.plan.url:
+            url = self.plan.url.rstrip("/")
+        else:
+            self._tolk = start_tolk(self.plan, self.workdir, variant)
+            url = self._tolk.url
+        model = await tolk_models(url)
+        self._tolk_systems = tolk_systems(self.plan, url, variant)
+        for system in self._tolk_systems:
+            self.described.append(
+                {"name": system.name, "api": system.api, "url": url, "model": model}
+                | ({"alternatives": system.alternatives} if system.alternatives else {})
+                | ({"variant": variant} if variant else {})
+            )
+        return self._tolk_systems
+
+    def stop_tolk(self) -> None:
+        if self._tolk is not None:
+            self._tolk.stop()
+        self._tolk, self._tolk_systems = None, None
+
+    async def baseline(self) -> System:
+        if self._baseline is not None:
+            return self._baseline
+        if self.plan.openai:
+            url, wanted = self.plan.openai.rstrip("/"), self.plan.openai_model
+        else:
+            self._vllm, wanted = start_vllm(self.plan, self.workdir)
+            url = self._vllm.url
+        self._baseline = System(BASELINE, "openai", url, await openai_model(url, wanted))
+        started_here = "vLLM's OpenAI server started here" if self._vllm else "OpenAI-compatible"
+        self.described.append(
+            {"name": BASELINE, "api": started_here, "url": url, "model": self._baseline.model}
+        )
+        return self._baseline
+
+    def stop(self) -> None:
+        self.stop_tolk()
+        if self._vllm is not None:
+            self._vllm.stop()
+            self._vllm = None
+
+
+def schedule(plan: Plan) -> list[tuple[int, str | None, int, str]]:
+    """(block, variant, round, "tolk" | "baseline") in the order the passes run: per block
+    (the config, then each variant), rounds alternating which side goes first."""
+    blocks: list[str | None] = [None, *plan.variants] if plan.measures_tolk else [None]
+    out = []
+    for block, variant in enumerate(blocks):
+        for round_ in range(1, plan.rounds + 1):
+            sides = ["tolk"] * plan.measures_tolk + ["baseline"] * plan.measures_baseline
+            for side in sides if round_ % 2 else sides[::-1]:
+                out.append((block, variant, round_, side))
+    return out
+
+
 async def run_quality(
     plan: Plan, workdir: Path, progress: Progress | None = None
 ) -> dict[str, Any]:
-    """Every system on the plan's units; the records, judged and summarised."""
+    """Every system on the plan's units, as many rounds as asked; the first pass of each
+    system judged and summarised, every pass timed (quality_speed)."""
     records: list[dict[str, Any]] = []
-    systems: list[dict[str, Any]] = []
-    if plan.url or plan.config:
-        server = start_tolk(plan, workdir) if plan.config and not plan.url else None
-        try:
-            url = plan.url.rstrip("/") if plan.url else server.url  # type: ignore[union-attr]
-            model = await tolk_models(url)
-            for api in plan.apis:
-                chosen = [System(SYSTEM_NAMES[api], api, url)]
-                if plan.translation_memory and api in ("tolk", "deepl"):
-                    chosen.append(
-                        System(
-                            f"{SYSTEM_NAMES[api]}+tm", api, url,
-                            translation_memory=plan.translation_memory,
-                        )
-                    )  # fmt: skip
-                if plan.alternatives and api in ALTERNATIVE_APIS:
-                    name = f"{SYSTEM_NAMES[api]}+alt{plan.alternatives}"
-                    chosen.append(System(name, api, url, alternatives=plan.alternatives))
-                for system in chosen:
-                    systems.append(
-                        {"name": system.name, "api": api, "url": url, "model": model}
-                        | ({"alternatives": system.alternatives} if system.alternatives else {})
-                    )
-                    records += await translate_all(system, plan.units, plan.concurrency, progress)
-        finally:
-            if server is not None:
-                server.stop()
-    if plan.openai or plan.openai_start:
-        vllm: LocalServer | None = None
-        if plan.openai:
-            url, wanted = plan.openai.rstrip("/"), plan.openai_model
-        else:
-            vllm, wanted = start_vllm(plan, workdir)
-            url = vllm.url
-        try:
-            system = System("openai", "openai", url, await openai_model(url, wanted))
-            started_here = "vLLM's OpenAI server started here" if vllm else "OpenAI-compatible"
-            systems.append(
-                {"name": "openai", "api": started_here, "url": url, "model": system.model}
-            )
-            records += await translate_all(system, plan.units, plan.concurrency, progress)
-        finally:
-            if vllm is not None:
-                vllm.stop()
+    passes: list[dict[str, Any]] = []
+    servers = Servers(plan, workdir)
+    scored: set[str] = set()
+    steps = schedule(plan)
+    try:
+        for k, (block, variant, round_, side) in enumerate(steps):
+            chosen = await servers.tolk(variant) if side == "tolk" else [await servers.baseline()]
+            for system in chosen:
+                found, figures = await quality_speed.timed_pass(
+                    system.name, system.url, round_,
+                    translate_all(system, plan.units, plan.concurrency, progress),
+                )  # fmt: skip
+                passes.append(figures | {"block": block, "variant": variant})
+                if system.name not in scored:
+                    scored.add(system.name)
+                    records += found
+            rest = steps[k + 1 :]
+            if side == "tolk" and not any(b == block and s == "tolk" for b, _, _, s in rest):
+                servers.stop_tolk()
+    finally:
+        servers.stop()
     quality_report.judge(records, plan.languages)
     results = {
         "schema": quality_report.SCHEMA,
         "started_at": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
         "command": shlex.join(["tolk", *sys.argv[1:]]),
         "machine": machine(),
-        "systems": systems,
+        "systems": servers.described,
         **plan.settings,
+        "rounds": plan.rounds,
+        "variants": list(plan.variants),
         "records": records,
+        "speed": quality_speed.summarize(passes) | {"passes": passes},
     }
     results["summary"] = quality_report.summarize(results)
     return results

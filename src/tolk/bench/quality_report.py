@@ -27,10 +27,12 @@ from typing import Any
 import numpy as np
 from rich.console import Group, RenderableType
 from rich.table import Table
+from rich.text import Text
 from sacrebleu.metrics.bleu import BLEU
 from sacrebleu.metrics.chrf import CHRF
 from sacrebleu.significance import PairedTest, Result, _bootstrap_resample
 
+from tolk.bench import quality_speed
 from tolk.bench.quality_data import UNSPACED, glued, markup_intact
 from tolk.bench.report import json_safe, save_figure
 from tolk.bench.stats import percentile
@@ -369,13 +371,51 @@ def _markdown_table(columns: Sequence[str], rows: list[list[str]]) -> list[str]:
     ]
 
 
-def table(results: dict[str, Any]) -> Table:
-    return _table(
+def _speed_sections(results: dict[str, Any]) -> tuple[list[str], list[list[str]]]:
+    """The ratio lines that open the report and the speed table's rows (none in a run
+    written before speed was measured)."""
+    speed = results.get("speed")
+    if not speed:
+        return [], []
+    return quality_speed.ratio_lines(speed), quality_speed.rows(speed)
+
+
+def table(results: dict[str, Any]) -> RenderableType:
+    quality = _table(
         f"tolk bench quality: {results['sentences_per_pair']} sentences a pair",
         COLUMNS,
         rows(results),
         "\n".join(_extra_rows(results) + _notes(results)),
     )
+    ratios, speed_rows = _speed_sections(results)
+    if not speed_rows:
+        return quality
+    rounds = results.get("rounds", 1)
+    speed = _table(
+        f"Speed: {results.get('concurrency')} requests at once, {rounds} round(s) a system",
+        quality_speed.SPEED_COLUMNS,
+        speed_rows,
+        "GPU busy: NVML, mean of the samples; running/waiting: the engine's requests, mean.",
+    )
+    return Group(*(Text(line, style="bold") for line in ratios), speed, quality)
+
+
+def _speed_markdown(results: dict[str, Any]) -> list[str]:
+    ratios, speed_rows = _speed_sections(results)
+    if not speed_rows:
+        return []
+    return [
+        *(f"**{line}**  " for line in ratios),
+        "",
+        f"Speed ({results.get('concurrency')} requests at once, {results.get('rounds', 1)} "
+        "round(s) a system, rounds alternating; GPU busy from NVML, running/waiting the "
+        "engine's requests, means of the samples):",
+        "",
+        *_markdown_table(quality_speed.SPEED_COLUMNS, speed_rows),
+        "",
+        "Quality (each system's first pass):",
+        "",
+    ]
 
 
 def markdown(results: dict[str, Any]) -> str:
@@ -392,6 +432,7 @@ def markdown(results: dict[str, Any]) -> str:
         f"- data: {results['data']}, lines {results['offset'] + 1}-"
         f"{results['offset'] + results['sentences_per_pair']}",
         "",
+        *_speed_markdown(results),
         *_markdown_table(COLUMNS, rows(results)),
         "",
         *(f"- {line}" for line in _extra_rows(results) + _notes(results)),

@@ -1,0 +1,282 @@
+"""Speed beside quality in `tolk bench quality`: each system's passes over the same units timed,
+with the GPU and the engine sampled through them, and tolk's ratio to the baseline first.
+
+A user moving from raw `vllm serve` to tolk compares two things at once: how good the
+translations are and how many of them the GPU gives per second. `--rounds N` sends every unit
+to every system N times, the systems alternating (tolk first in odd rounds, the baseline first
+in even ones, so neither always meets a warm or a cold GPU); the baseline stays up through the
+run. `--variants` adds tolk servers started from the same config with one feature switched
+off (`examples-off`, `checks-off`, `retry-off`), one at a time, each alternating with the
+baseline: what each feature costs is a measured line, not a guess. Quality is scored on each
+system's first pass; every pass counts for speed.
+
+Sampled every SAMPLE_INTERVAL seconds while a pass runs: the GPUs' utilisation through NVML on
+this machine (the servers started here run on it; absent without an NVIDIA driver) and the
+engine's running and waiting requests from the server's own /metrics (vLLM's gauges, which
+both tolk and vLLM's OpenAI server publish).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import aiohttp
+
+from tolk.bench.scrape import TIMELINE_QUERY
+from tolk.config import TolkConfig
+from tolk.wire.prometheus import Snapshot
+
+SAMPLE_INTERVAL = 0.25
+BASELINE = "openai"
+
+
+def _examples_off(config: TolkConfig) -> TolkConfig:
+    models = tuple(m.model_copy(update={"prompt_examples": 0}) for m in config.models)
+    return config.model_copy(update={"models": models})
+
+
+def _checks(update: Mapping[str, Any]) -> Callable[[TolkConfig], TolkConfig]:
+    def change(config: TolkConfig) -> TolkConfig:
+        models = tuple(
+            m.model_copy(update={"checks": m.checks.model_copy(update=dict(update))})
+            for m in config.models
+        )
+        return config.model_copy(update={"models": models})
+
+    return change
+
+
+# The features a variant switches off, every model of the config alike.
+VARIANTS: dict[str, Callable[[TolkConfig], TolkConfig]] = {
+    "examples-off": _examples_off,  # no human translations shown before the text
+    "checks-off": _checks({"enabled": False}),  # no output checks, so no retries either
+    "retry-off": _checks({"retry": False}),  # checked and flagged, never tried again
+}
+
+
+def variant_name(system: str, variant: str | None) -> str:
+    return f"{system}[{variant}]" if variant else system
+
+
+class _Nvml:
+    """Mean utilisation of the GPUs NVML sees (nvidia-ml-py, a dependency of tolk's own
+    metrics); None where NVML cannot start (no NVIDIA driver)."""
+
+    def __init__(self) -> None:
+        self.handles: list[Any] = []
+        try:
+            import pynvml  # type: ignore[import-untyped]
+
+            pynvml.nvmlInit()
+            self.nvml: Any = pynvml
+            self.handles = [
+                pynvml.nvmlDeviceGetHandleByIndex(i) for i in range(pynvml.nvmlDeviceGetCount())
+            ]
+        except Exception:  # ImportError, or NVMLError without a driver
+            self.handles = []
+
+    def utilization(self) -> float | None:
+        if not self.handles:
+            return None
+        try:
+            values = [self.nvml.nvmlDeviceGetUtilizationRates(h).gpu for h in self.handles]
+        except Exception:  # a GPU fallen off the bus: no sample, not a failed run
+            return None
+        return float(sum(values)) / len(values)
+
+
+_NVML: _Nvml | None = None
+
+
+def _nvml() -> _Nvml:
+    global _NVML
+    if _NVML is None:
+        _NVML = _Nvml()
+    return _NVML
+
+
+@dataclass
+class PassSampler:
+    """GPU utilisation and the engine's running/waiting requests, every SAMPLE_INTERVAL
+    seconds while one pass runs."""
+
+    url: str
+    interval: float = SAMPLE_INTERVAL
+    gpu: list[float] = field(default_factory=list)
+    running: list[float] = field(default_factory=list)
+    waiting: list[float] = field(default_factory=list)
+    _task: asyncio.Task[None] | None = None
+
+    async def _run(self) -> None:
+        nvml = _nvml()
+        timeout = aiohttp.ClientTimeout(total=5)
+        async with aiohttp.ClientSession(self.url, timeout=timeout) as client:
+            while True:
+                util = nvml.utilization()
+                if util is not None:
+                    self.gpu.append(util)
+                try:
+                    # tolk answers only the names asked for; vLLM's server ignores the query
+                    # and sends everything: either way the same gauges are read.
+                    async with client.get("/metrics", params=TIMELINE_QUERY) as response:
+                        snap = Snapshot.parse(await response.text())
+                    if "vllm:num_requests_running" in snap.counts:
+                        self.running.append(snap.get("vllm:num_requests_running"))
+                        self.waiting.append(snap.get("vllm:num_requests_waiting"))
+                except (aiohttp.ClientError, TimeoutError, ValueError):
+                    pass  # a missed sample is a gap, not a failed benchmark
+                await asyncio.sleep(self.interval)
+
+    def start(self) -> None:
+        self._task = asyncio.create_task(self._run())
+
+    async def stop(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+
+
+def _mean(values: Sequence[float]) -> float | None:
+    return sum(values) / len(values) if values else None
+
+
+def pass_figures(
+    system: str, round_: int, records: Sequence[Mapping[str, Any]], wall_s: float,
+    sampler: PassSampler,
+) -> dict[str, Any]:  # fmt: skip
+    """One pass of one system: its wall time, throughput and what was sampled meanwhile."""
+    tokens = [r["output_tokens"] for r in records if r.get("output_tokens") is not None]
+    answered = [r for r in records if r.get("error") is None]
+    output_tokens = sum(tokens) if tokens else None
+    return {
+        "system": system,
+        "round": round_,
+        "requests": len(records),
+        "errors": len(records) - len(answered),
+        "wall_s": wall_s,
+        "requests_per_s": len(answered) / wall_s if wall_s > 0 else None,
+        "output_tokens": output_tokens,
+        "output_tokens_per_s": output_tokens / wall_s if output_tokens and wall_s > 0 else None,
+        "gpu_util_mean": _mean(sampler.gpu),
+        "running_mean": _mean(sampler.running),
+        "waiting_mean": _mean(sampler.waiting),
+        "waiting_max": max(sampler.waiting) if sampler.waiting else None,
+        "samples": max(len(sampler.gpu), len(sampler.running)),
+    }
+
+
+async def timed_pass(
+    system: str, url: str, round_: int, run: Awaitable[list[dict[str, Any]]]
+) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+    """Await one pass (`run` gives its records), timed and sampled."""
+    sampler = PassSampler(url)
+    sampler.start()
+    started = time.perf_counter()
+    try:
+        records = await run
+    finally:
+        wall = time.perf_counter() - started
+        await sampler.stop()
+    return records, pass_figures(system, round_, records, wall, sampler)
+
+
+def _total(passes: Sequence[Mapping[str, Any]], key: str) -> float | None:
+    values = [p[key] for p in passes]
+    return None if any(v is None for v in values) else float(sum(values))
+
+
+def _system_row(system: str, passes: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+    wall = sum(p["wall_s"] for p in passes)
+    answered = sum(p["requests"] - p["errors"] for p in passes)
+    tokens = _total(passes, "output_tokens")
+
+    def mean_of(key: str) -> float | None:
+        values = [p[key] for p in passes if p[key] is not None]
+        return _mean(values)
+
+    return {
+        "system": system,
+        "passes": len(passes),
+        "requests": sum(p["requests"] for p in passes),
+        "errors": sum(p["errors"] for p in passes),
+        "wall_s": wall,
+        "requests_per_s": answered / wall if wall > 0 else None,
+        "per_round_requests_per_s": [p["requests_per_s"] for p in passes],
+        "output_tokens": tokens,
+        "output_tokens_per_s": tokens / wall if tokens and wall > 0 else None,
+        "gpu_util_mean": mean_of("gpu_util_mean"),
+        "running_mean": mean_of("running_mean"),
+        "waiting_mean": mean_of("waiting_mean"),
+    }
+
+
+def _ratio(a: float | None, b: float | None) -> float | None:
+    return a / b if a is not None and b else None
+
+
+def summarize(passes: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+    """Per system (its passes together) and, per tolk system, its ratio to the baseline passes
+    measured beside it (the baseline passes of the same block: the same variant's rounds)."""
+    systems: dict[str, list[Mapping[str, Any]]] = {}
+    for p in passes:
+        systems.setdefault(p["system"], []).append(p)
+    rows = [_system_row(name, found) for name, found in systems.items()]
+    ratios = []
+    for name, found in systems.items():
+        if name == BASELINE:
+            continue
+        blocks = {p["block"] for p in found}
+        beside = [p for p in passes if p["system"] == BASELINE and p["block"] in blocks]
+        if not beside:
+            continue
+        mine, theirs = _system_row(name, found), _system_row(BASELINE, beside)
+        ratios.append(
+            {
+                "system": name,
+                "requests_per_s": _ratio(mine["requests_per_s"], theirs["requests_per_s"]),
+                "output_tokens_per_s": _ratio(
+                    mine["output_tokens_per_s"], theirs["output_tokens_per_s"]
+                ),
+                "baseline_requests_per_s": theirs["requests_per_s"],
+            }
+        )
+    return {"systems": rows, "ratios": ratios}
+
+
+def _num(value: float | None, digits: int = 1) -> str:
+    return "-" if value is None else f"{value:.{digits}f}"
+
+
+def ratio_lines(speed: Mapping[str, Any]) -> list[str]:
+    """The report's first lines: each tolk system's throughput over the baseline's beside it."""
+    return [
+        f"{r['system']} / {BASELINE}: requests/s x{_num(r['requests_per_s'], 2)}, output "
+        f"tokens/s x{_num(r['output_tokens_per_s'], 2)} (baseline "
+        f"{_num(r['baseline_requests_per_s'])} requests/s)"
+        for r in speed["ratios"]
+    ]
+
+
+SPEED_COLUMNS = (
+    "system", "passes", "requests", "errors", "wall s", "req/s", "req/s per round",
+    "output tok/s", "GPU busy %", "running", "waiting",
+)  # fmt: skip
+
+
+def rows(speed: Mapping[str, Any]) -> list[list[str]]:
+    return [
+        [
+            s["system"], str(s["passes"]), str(s["requests"]), str(s["errors"]),
+            _num(s["wall_s"]), _num(s["requests_per_s"]),
+            ", ".join(_num(v) for v in s["per_round_requests_per_s"]),
+            _num(s["output_tokens_per_s"], 0), _num(s["gpu_util_mean"], 0),
+            _num(s["running_mean"]), _num(s["waiting_mean"]),
+        ]
+        for s in speed["systems"]
+    ]  # fmt: skip
