@@ -44,7 +44,7 @@ Problem = Literal[
 # placeholders are retried, then said by the markup's fallback warnings instead).
 PROBLEMS: tuple[Problem, ...] = tuple(p for p in get_args(Problem) if p != "placeholders")
 
-# What each problem means, in the words of an API's `warnings` (and the README).
+# What each problem means, in the words of an API's `warnings` (and docs/api.md, "Warnings").
 DESCRIPTIONS: dict[Problem, str] = {
     "off_target": "the output is not in the target language",
     "foreign_script": "the output holds words in a script that is neither the target "
