@@ -65,7 +65,7 @@ def translate_documents(
 
 
 def finish(source: str, output: str) -> str:
-    """What the service makes of a model's output (Translator._finish): stripped, with the
+    """What the service makes of a model's output (translation.run.finish): stripped, with the
     source's outer whitespace."""
     return keep_outer_whitespace(source, output.strip())
 

@@ -95,5 +95,6 @@ class Budgets:
         return self._ratios[key]
 
     def table(self, codes: list[str]) -> dict[str, float]:
-        """Every pair among `codes` ('en>ne': ratio), for docs/api.md (output budgets) and `tolk bench`."""
+        """Every pair among `codes` ('en>ne': ratio), for docs/api.md's output budgets and
+        `tolk bench`."""
         return {f"{a}>{b}": self.ratio(lang(a), lang(b)) for a in codes for b in codes if a != b}

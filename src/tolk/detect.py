@@ -4,7 +4,8 @@ py3langid (BSD-3, its naive-Bayes model ships inside its 4.6 MB wheel, 139 langu
 Nepali) classifies; the identifier is restricted to the languages the loaded models serve,
 which is what makes short texts come out right (a 4-language choice, not a 139-language one).
 
-What a text that cannot be told gives (documented in docs/api.md, "Language detection", and OpenAPI):
+What a text that cannot be told gives (documented in docs/api.md, "Language detection", and in
+OpenAPI):
 - no letters at all (digits, emoji, punctuation, whitespace): the configured fallback
   language (default `en`) with confidence 0 and `reliable: false`;
 - letters, but a best score under `min_confidence` (very short or mixed text): the best guess

@@ -16,9 +16,9 @@ Who may be answered from whose translations is `memory.scope` (docs/security.md,
 the segment memory"): with `key` (the default) the memory is partitioned per API key, so a
 hit tells a caller only what it sent itself; with `shared` every caller is answered from
 every caller's segments. The partition is the request's (`partition()`, which the server
-sets around each caller's work, tolk.server.calls): every read and write of the memory is
+sets around each caller's work, tolk.server.gateway): every read and write of the memory is
 made under the key that names both it and the segment (`_stored`), so the code that builds
-a segment's key (tolk.translation.service) need not know about callers.
+a segment's key (tolk.translation.service, memory_key) need not know about callers.
 
 The store is a SQL table (tolk.store: SQLite in memory by default, or a file; PostgreSQL for
 a fleet's shared store). The server never touches the

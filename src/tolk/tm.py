@@ -7,7 +7,7 @@ A segment whose source text is in the memory exactly (after whitespace is normal
 answered with the memory's translation as is, without the engine. A segment at least
 `threshold` similar (rapidfuzz's normalised Indel similarity, 0-100, of the texts, the best
 match of the memory's units for the pair) is translated with that unit in its prompt as a
-reference (tolk.translation.service), so that the new sentence follows the memory's
+reference (tolk.translation.run), so that the new sentence follows the memory's
 terminology and style.
 
 TMX is read with the standard library's XML parser: TMX 1.4 is plain XML (header, `tu`

@@ -41,8 +41,8 @@ from tolk.server.api import (
     web,
 )
 from tolk.server.api.tolk import router
-from tolk.server.calls import Calls, client_closed
 from tolk.server.documents import DocumentStore
+from tolk.server.gateway import Gateway, client_closed
 from tolk.server.lifecycle import Lifecycle
 from tolk.server.loopwatch import StallWatch
 from tolk.server.metrics import CONCURRENCY_SAMPLE_INTERVAL, LOOP_SAMPLE_INTERVAL, ServiceMetrics
@@ -169,7 +169,10 @@ class ServerParts:
         app.state.pool = self.pool = pool
         self.metrics.start_models(pool.engines)
         translator = self._translator = build_translator(self.config, pool, self.store, self.memory)
-        app.state.calls = Calls(self.config, translator, self.lifecycle, self.metrics, self.access)
+        app.state.memories = translator.memories
+        app.state.gateway = Gateway(
+            self.config, translator, self.lifecycle, self.metrics, self.access, self.documents
+        )
         self.supervisor = supervise(pool, self.config, self.engine_metrics, self.lifecycle)
         self._background = [
             asyncio.create_task(self.supervisor.run()),
@@ -244,6 +247,8 @@ def create_app(config: TolkConfig, *, starter: LLMStarter | None = None) -> Fast
     app.state.metrics = parts.metrics
     app.state.lifecycle = parts.lifecycle
     app.state.documents = parts.documents
+    app.state.store = parts.store
+    app.state.config = config
     install_error_handlers(app)
     app.add_exception_handler(ClientDisconnected, client_closed)
     apis = (

@@ -77,7 +77,7 @@ class Shedding:
     (ModelPool.shed's count), a new translation request is answered 503 `overloaded` here,
     before its body is parsed, validated or routed; under a burst most of the excess is
     refused at a fraction of a millisecond each. The count itself, and the exact per-model
-    admission, stay in the service (Calls.run), which every API's handler goes through.
+    admission, stay in the gateway (tolk.server.gateway), which every API's handler goes through.
     Inside ApiDispatch, so that each API's clients get their own error shape."""
 
     def __init__(self, app: ASGIApp, metrics: ServiceMetrics) -> None:

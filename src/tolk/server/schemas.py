@@ -4,9 +4,11 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
+from fastapi import UploadFile
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from tolk.translation.formats import Format
+from tolk.translation.request import MemoryMode
 from tolk.translation.segment import SplitMode
 
 Formality = Literal["default", "more", "less", "prefer_more", "prefer_less"]
@@ -142,6 +144,20 @@ class TranslateRequest(BaseModel):
         return value
 
 
+class TranslateFileForm(BaseModel):
+    """`POST /translate/file`'s multipart form: the file, and the options /translate has for
+    a whole file."""
+
+    file: UploadFile = Field(description="The file; its extension gives its type.")
+    target_lang: str = Field(min_length=1, max_length=64)
+    source_lang: str | None = Field(None, max_length=64, description="Omitted or 'auto': detected.")
+    model: str | None = None
+    split: SplitMode = Field("sentences", description="As on /translate.")
+    glossary_id: str | None = Field(None, description="As on /translate.")
+    formality: Formality = Field("default", description="As on /translate.")
+    memory: MemoryMode = Field("use", description="As on /translate.")
+
+
 class Candidate(BaseModel):
     language: str
     confidence: float
@@ -207,6 +223,15 @@ class TranslateResponse(BaseModel):
         "once more): wrong language, the source echoed, a loop, cut at the budget, markup "
         "that could not be kept. Empty when every text passed its checks.",
     )
+    # DeepLX's answer's fields, so that a DeepLX client (KISS, Pot, Zotero: they send this
+    # endpoint's body already) pointed here reads its translation (`data`); tolk's own
+    # fields keep their meaning, `source_lang` and `target_lang` tolk's tags.
+    code: int = Field(200, description="DeepLX's: 200.")
+    id: int = Field(0, description="DeepLX's: a random number.")
+    data: str | None = Field(
+        None, description="DeepLX's name for `translation`, when `text` is one string."
+    )
+    method: str = Field("tolk", description="DeepLX's: which service answered.")
 
 
 class ErrorBody(BaseModel):

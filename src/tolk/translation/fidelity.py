@@ -3,7 +3,7 @@ instructions, placeholders lost, and the warnings a translation comes back with.
 
 The checks themselves (what is wrong with an output) are tolk.translation.checks; this is
 what the service makes of them. A segment with a problem is tried once more
-(Translator._generate_all); what is still wrong becomes a `TextWarning` of its text.
+(SegmentRun in translation/run.py); what is still wrong becomes a `TextWarning` of its text.
 """
 
 from __future__ import annotations

@@ -133,6 +133,22 @@ def render(prompt: Prompt, tokenizer: Tokenizer) -> list[int]:
     return tokenizer.encode(prompt.text)
 
 
+@dataclass(frozen=True, slots=True)
+class JobSettings:
+    """What one segment's prompt and budget are made with besides its text and language
+    pair: the glossary's `terms` found in it, the request's `instructions`, `ratio` (output
+    tokens per source token for the pair, tolk.budget; the configured or default one if
+    None) and `show_examples` (the model's `prompt_examples`, or none, as for a retry)."""
+
+    terms: Terms = ()
+    instructions: Instructions = NO_INSTRUCTIONS
+    ratio: float | None = None
+    show_examples: bool = True
+
+
+MODEL_DEFAULTS = JobSettings()
+
+
 def plan_job(
     settings: ModelSettings,
     tokenizer: Tokenizer,
@@ -142,20 +158,32 @@ def plan_job(
     source: Lang,
     target: Lang,
     terms: Terms = (),
-    instructions: Instructions = NO_INSTRUCTIONS,
-    ratio: float | None = None,
-    show_examples: bool = True,
 ) -> EngineJob:
-    """The engine request tolk makes of one segment: its prompt token ids and output budget
-    (`ratio`: output tokens per source token for this pair, tolk.budget; the configured or
-    default one if None; `show_examples`: the model's `prompt_examples`, or none, as for a
-    retry). The benchmarks that feed an engine directly (tolk.bench.overhead,
-    .versus) use it too, so both sides of a comparison get the very same prompts."""
+    """The engine request tolk makes of one segment with `terms` and otherwise the model's
+    own settings (no instructions, the configured or default ratio, its examples): what the
+    benchmarks that feed an engine directly (tolk.bench.overhead, .versus) use, so both
+    sides of a comparison get the very same prompts. The service's own is `build_job`."""
+    how = JobSettings(terms)
+    return build_job(settings, tokenizer, max_model_len, index, text, source, target, how)
+
+
+def build_job(
+    settings: ModelSettings,
+    tokenizer: Tokenizer,
+    max_model_len: int,
+    index: int,
+    text: str,
+    source: Lang,
+    target: Lang,
+    how: JobSettings = MODEL_DEFAULTS,
+) -> EngineJob:
+    """The engine request tolk makes of one segment: its prompt token ids and output budget,
+    as `how` says (JobSettings)."""
     prompt = FORMATS[settings.prompt_format](
-        for_model(text.strip(), settings.placeholders), source, target, terms, instructions
+        for_model(text.strip(), settings.placeholders), source, target, how.terms, how.instructions
     )
     shown: list[tuple[str, str]] = []
-    if show_examples and settings.prompt_examples and settings.prompt_format == "chat":
+    if how.show_examples and settings.prompt_examples and settings.prompt_format == "chat":
         assert isinstance(prompt, ChatPrompt)
         markup = PLACEHOLDER.search(text) is not None
         shown = examples(source, target, settings.prompt_examples, markup)
@@ -167,7 +195,7 @@ def plan_job(
     budget = output_budget(
         source_tokens,
         len(prompt_ids),
-        ratio or settings.max_tokens_ratio or DEFAULT_RATIO,
+        how.ratio or settings.max_tokens_ratio or DEFAULT_RATIO,
         settings.max_tokens_extra,
         max_model_len,
     )

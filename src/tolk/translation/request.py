@@ -35,14 +35,14 @@ class GlossaryRequest:
     do_not_translate: Sequence[str] = ()
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class TranslationRequest:
     """Everything about a translation but its texts (or files). `source_lang` None or
     "auto": detected; `deadline`: seconds, before the per-round allowance
     (tolk.translation.policy.work_deadline); `format` and `rules`: how texts are parsed (a
     file's format comes from the file); `alternatives`: how many other translations of each
     text to return besides the one chosen (sampled outputs, tolk.translation.service);
-    `memory`: how the segment memory is used."""
+    `memory`: how the segment memory is used. Built with keywords only."""
 
     target_lang: str
     deadline: float

@@ -21,12 +21,14 @@ from typing import Any
 from fastapi import APIRouter, Request, Response
 from fastapi.responses import JSONResponse
 
+from tolk.engine import ModelPool
 from tolk.errors import InvalidRequest, NotFound
-from tolk.keys import GlossaryDictionary, StoredGlossary
+from tolk.keys import GlossaryDictionary, KeyStore, StoredGlossary
 from tolk.server.access import Caller
-from tolk.server.api.deepl import PARAMS_BODY, caller_of, deepl_lang, deepl_time, parse_entries
-from tolk.server.calls import Calls, CallsDep
-from tolk.server.params import read_params
+from tolk.server.api.deepl import PARAMS_BODY, deepl_time, parse_entries
+from tolk.server.api.deepl_bodies import deepl_lang
+from tolk.server.gateway import DeepLCallerDep, Gateway, GatewayDep, PoolDep, StoreDep
+from tolk.server.params import ParamsDep
 
 router = APIRouter(prefix="/v3/glossaries", tags=["DeepL API v3: glossaries"])
 
@@ -49,7 +51,7 @@ def _dictionary_info(dictionary: GlossaryDictionary) -> dict[str, Any]:
     }
 
 
-def _owned(calls: Calls, caller: Caller, glossary_id: str) -> StoredGlossary:
+def _owned(store: KeyStore, caller: Caller, glossary_id: str) -> StoredGlossary:
     """The caller's glossary `glossary_id`: 400 for an id that cannot be one, 404 for one
     that is not there (or not the caller's: an id is never confirmed to others)."""
     try:
@@ -58,19 +60,21 @@ def _owned(calls: Calls, caller: Caller, glossary_id: str) -> StoredGlossary:
         raise InvalidRequest(
             "Value for 'glossary_id' not supported.", field="glossary_id"
         ) from None
-    glossary = calls.store.glossary(glossary_id)
+    glossary = store.glossary(glossary_id)
     if glossary is None or glossary.owner != caller.owner:
         raise NotFound("Glossary not found")
     return glossary
 
 
-async def _dictionaries(calls: Calls, raw: list[Any]) -> list[GlossaryDictionary]:
+async def _dictionaries(
+    gateway: Gateway, pool: ModelPool, raw: list[Any]
+) -> list[GlossaryDictionary]:
     """The dictionaries of a request body, their entries (up to max_file_bytes of CSV/TSV)
     parsed off the event loop."""
-    return await calls.translator.offload(lambda: [_dictionary(calls, d) for d in raw])
+    return await gateway.offload(lambda: [_dictionary(pool, d) for d in raw])
 
 
-def _dictionary(calls: Calls, raw: Any) -> GlossaryDictionary:
+def _dictionary(pool: ModelPool, raw: Any) -> GlossaryDictionary:
     """One dictionary of a request body: its pair (served by some model) and entries."""
     if not isinstance(raw, dict):
         raise InvalidRequest(
@@ -84,7 +88,7 @@ def _dictionary(calls: Calls, raw: Any) -> GlossaryDictionary:
     if not isinstance(entries, str) or not entries.strip():
         raise InvalidRequest("Invalid glossary entries: none given")
     source, target = deepl_lang(source_code, "source_lang"), deepl_lang(target_code, "target_lang")
-    if not calls.translator.pool.covers(source.tag, target.tag):
+    if not pool.covers(source.tag, target.tag):
         raise InvalidRequest(f"Unsupported glossary language pair: {source.tag} to {target.tag}")
     found = parse_entries(entries, str(raw.get("entries_format") or "tsv"))
     return GlossaryDictionary(source.code, target.code, found)
@@ -97,38 +101,36 @@ def _pair_of_query(request: Request) -> tuple[str, str]:
     return deepl_lang(source, "source_lang").code, deepl_lang(target, "target_lang").code
 
 
-async def _store(calls: Calls, glossary: StoredGlossary) -> None:
+async def _store(store: KeyStore, glossary: StoredGlossary) -> None:
     # In a thread, as every write to the key store's file (its disk may stall).
-    await asyncio.to_thread(calls.store.change_glossary, glossary)
+    await asyncio.to_thread(store.change_glossary, glossary)
 
 
 @router.post("", status_code=201, summary="DeepL v3: create a glossary", openapi_extra=PARAMS_BODY)
-async def create(request: Request, calls: CallsDep) -> JSONResponse:
-    params = await read_params(request)
-    caller = caller_of(calls, request, params)
+async def create(
+    params: ParamsDep, caller: DeepLCallerDep, gateway: GatewayDep, pool: PoolDep, store: StoreDep
+) -> JSONResponse:
     name, raw = params.text("name"), params.one("dictionaries")
     if not name:
         raise InvalidRequest("Parameter 'name' not specified.", field="name")
     if not isinstance(raw, list) or not raw:
         raise InvalidRequest("Parameter 'dictionaries' not specified.", field="dictionaries")
-    dictionaries = await _dictionaries(calls, raw)
+    dictionaries = await _dictionaries(gateway, pool, raw)
     pairs = [d.pair for d in dictionaries]
     if len(set(pairs)) != len(pairs):
         raise InvalidRequest("Invalid glossary: two dictionaries for the same language pair")
-    glossary = await asyncio.to_thread(calls.store.add_glossary, caller.owner, name, dictionaries)
+    glossary = await asyncio.to_thread(store.add_glossary, caller.owner, name, dictionaries)
     return JSONResponse(_info(glossary), status_code=201)
 
 
 @router.get("", summary="DeepL v3: the key's glossaries")
-async def list_all(request: Request, calls: CallsDep) -> JSONResponse:
-    caller = caller_of(calls, request, await read_params(request))
-    return JSONResponse({"glossaries": [_info(g) for g in calls.store.glossaries(caller.owner)]})
+async def list_all(caller: DeepLCallerDep, store: StoreDep) -> JSONResponse:
+    return JSONResponse({"glossaries": [_info(g) for g in store.glossaries(caller.owner)]})
 
 
 @router.get("/{glossary_id}", summary="DeepL v3: one glossary")
-async def get(glossary_id: str, request: Request, calls: CallsDep) -> JSONResponse:
-    caller = caller_of(calls, request, await read_params(request))
-    return JSONResponse(_info(_owned(calls, caller, glossary_id)))
+async def get(glossary_id: str, caller: DeepLCallerDep, store: StoreDep) -> JSONResponse:
+    return JSONResponse(_info(_owned(store, caller, glossary_id)))
 
 
 @router.patch(
@@ -136,17 +138,22 @@ async def get(glossary_id: str, request: Request, calls: CallsDep) -> JSONRespon
     summary="DeepL v3: rename, or merge entries into a dictionary",
     openapi_extra=PARAMS_BODY,
 )
-async def update(glossary_id: str, request: Request, calls: CallsDep) -> JSONResponse:
+async def update(
+    glossary_id: str,
+    params: ParamsDep,
+    caller: DeepLCallerDep,
+    gateway: GatewayDep,
+    pool: PoolDep,
+    store: StoreDep,
+) -> JSONResponse:
     """`name` renames; each of `dictionaries` is merged into the glossary's dictionary for
     its pair (entries overwritten or added; the dictionary made if the pair has none)."""
-    params = await read_params(request)
-    caller = caller_of(calls, request, params)
-    glossary = _owned(calls, caller, glossary_id)
+    glossary = _owned(store, caller, glossary_id)
     name, raw = params.text("name"), params.one("dictionaries")
     if not name and not raw:
         raise InvalidRequest("Nothing to update: give a name or dictionaries")
     dictionaries = list(glossary.dictionaries)
-    for change in await _dictionaries(calls, raw or []):
+    for change in await _dictionaries(gateway, pool, raw or []):
         pair = change.pair
         at = next((i for i, d in enumerate(dictionaries) if d.pair == pair), None)
         if at is None:
@@ -157,7 +164,7 @@ async def update(glossary_id: str, request: Request, calls: CallsDep) -> JSONRes
     changed = dataclasses.replace(
         glossary, name=name or glossary.name, dictionaries=tuple(dictionaries)
     )
-    await _store(calls, changed)
+    await _store(store, changed)
     return JSONResponse(_info(changed))
 
 
@@ -166,12 +173,12 @@ async def update(glossary_id: str, request: Request, calls: CallsDep) -> JSONRes
     summary="DeepL v3: replace (or add) one dictionary",
     openapi_extra=PARAMS_BODY,
 )
-async def replace(glossary_id: str, request: Request, calls: CallsDep) -> JSONResponse:
-    params = await read_params(request)
-    caller = caller_of(calls, request, params)
-    glossary = _owned(calls, caller, glossary_id)
+async def replace(
+    glossary_id: str, params: ParamsDep, caller: DeepLCallerDep, pool: PoolDep, store: StoreDep
+) -> JSONResponse:
+    glossary = _owned(store, caller, glossary_id)
     new = _dictionary(
-        calls,
+        pool,
         {n: params.one(n) for n in ("source_lang", "target_lang", "entries", "entries_format")},
     )
     pair = new.pair
@@ -180,14 +187,15 @@ async def replace(glossary_id: str, request: Request, calls: CallsDep) -> JSONRe
         dictionaries = (*glossary.dictionaries, new)
     else:  # in its place
         dictionaries = tuple(new if d.pair == pair else d for d in glossary.dictionaries)
-    await _store(calls, dataclasses.replace(glossary, dictionaries=dictionaries))
+    await _store(store, dataclasses.replace(glossary, dictionaries=dictionaries))
     return JSONResponse(_dictionary_info(new))
 
 
 @router.get("/{glossary_id}/entries", summary="DeepL v3: one dictionary's entries (TSV)")
-async def entries(glossary_id: str, request: Request, calls: CallsDep) -> JSONResponse:
-    caller = caller_of(calls, request, await read_params(request))
-    glossary = _owned(calls, caller, glossary_id)
+async def entries(
+    glossary_id: str, request: Request, caller: DeepLCallerDep, store: StoreDep
+) -> JSONResponse:
+    glossary = _owned(store, caller, glossary_id)
     source, target = _pair_of_query(request)
     dictionary = glossary.dictionary(source, target)
     if dictionary is None:
@@ -208,22 +216,22 @@ async def entries(glossary_id: str, request: Request, calls: CallsDep) -> JSONRe
 
 
 @router.delete("/{glossary_id}", status_code=204, summary="DeepL v3: delete a glossary")
-async def delete(glossary_id: str, request: Request, calls: CallsDep) -> Response:
-    caller = caller_of(calls, request, await read_params(request))
-    _owned(calls, caller, glossary_id)
-    await asyncio.to_thread(calls.store.delete_glossary, caller.owner, glossary_id)
+async def delete(glossary_id: str, caller: DeepLCallerDep, store: StoreDep) -> Response:
+    _owned(store, caller, glossary_id)
+    await asyncio.to_thread(store.delete_glossary, caller.owner, glossary_id)
     return Response(status_code=204)
 
 
 @router.delete(
     "/{glossary_id}/dictionaries", status_code=204, summary="DeepL v3: delete one dictionary"
 )
-async def delete_dictionary(glossary_id: str, request: Request, calls: CallsDep) -> Response:
-    caller = caller_of(calls, request, await read_params(request))
-    glossary = _owned(calls, caller, glossary_id)
+async def delete_dictionary(
+    glossary_id: str, request: Request, caller: DeepLCallerDep, store: StoreDep
+) -> Response:
+    glossary = _owned(store, caller, glossary_id)
     source, target = _pair_of_query(request)
     if glossary.dictionary(source, target) is None:
         raise NotFound(f"Dictionary not found: the glossary has none for {source}>{target}")
     kept = tuple(d for d in glossary.dictionaries if d.pair != (source, target))
-    await _store(calls, dataclasses.replace(glossary, dictionaries=kept))
+    await _store(store, dataclasses.replace(glossary, dictionaries=kept))
     return Response(status_code=204)

@@ -12,16 +12,14 @@ from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse
 
 from tolk.errors import InvalidRequest
-from tolk.server.api.deepl import caller_of
-from tolk.server.calls import CallsDep
-from tolk.server.params import read_params
+from tolk.server.gateway import DeepLCallerDep, MemoriesDep
 
 router = APIRouter(prefix="/v3/translation_memories", tags=["DeepL API v3: translation memories"])
 
 
 @router.get("", summary="DeepL v3: the translation memories (imported from TMX files)")
-async def list_all(request: Request, calls: CallsDep) -> JSONResponse:
-    caller_of(calls, request, await read_params(request))  # a valid key, as every call
+async def list_all(request: Request, caller: DeepLCallerDep, memories: MemoriesDep) -> JSONResponse:
+    # (`caller`: a valid key, as every call)
     query = request.query_params
     try:
         page, size = int(query.get("page", 0)), int(query.get("page_size", 25))
@@ -29,9 +27,7 @@ async def list_all(request: Request, calls: CallsDep) -> JSONResponse:
         raise InvalidRequest("page and page_size are numbers") from None
     if page < 0 or not 1 <= size <= 25:
         raise InvalidRequest("page is 0 or more, page_size 1 to 25", field="page_size")
-    memories = await asyncio.to_thread(calls.translator.memories.all) if (
-        calls.translator.memories is not None
-    ) else []  # fmt: skip
+    listed = await asyncio.to_thread(memories.all) if memories is not None else []
     return JSONResponse(
         {
             "translation_memories": [
@@ -42,8 +38,8 @@ async def list_all(request: Request, calls: CallsDep) -> JSONResponse:
                     "target_languages": list(m.target_langs),
                     "segment_count": m.segments,
                 }
-                for m in memories[page * size : (page + 1) * size]
+                for m in listed[page * size : (page + 1) * size]
             ],
-            "total_count": len(memories),
+            "total_count": len(listed),
         }
     )

@@ -21,11 +21,12 @@ from fastapi import APIRouter, Request, Response
 from fastapi.responses import JSONResponse
 
 from tolk.errors import InvalidRequest, NotFound, TolkError
-from tolk.keys import CustomInstruction, StyleRule
+from tolk.keys import CustomInstruction, KeyStore, StyleRule
 from tolk.server.access import Caller
-from tolk.server.api.deepl import PARAMS_BODY, caller_of, deepl_lang, deepl_time
-from tolk.server.calls import Calls, CallsDep
-from tolk.server.params import read_params
+from tolk.server.api.deepl import PARAMS_BODY, deepl_time
+from tolk.server.api.deepl_bodies import deepl_lang
+from tolk.server.gateway import DeepLCallerDep, PoolDep, StoreDep
+from tolk.server.params import ParamsDep
 
 router = APIRouter(prefix="/v3/style_rules", tags=["DeepL API v3: style rules"])
 
@@ -100,23 +101,22 @@ def _new_instruction(raw: Any, instruction_id: str | None = None) -> CustomInstr
     return CustomInstruction(instruction_id or str(uuid.uuid4()), label, prompt, source)
 
 
-def _owned(calls: Calls, caller: Caller, style_id: str) -> StyleRule:
-    rule = calls.store.style_rule(style_id)
+def _owned(store: KeyStore, caller: Caller, style_id: str) -> StyleRule:
+    rule = store.style_rule(style_id)
     if rule is None or rule.owner != caller.owner:
         raise NotFound("Style rule not found")
     return rule
 
 
-async def _changed(calls: Calls, rule: StyleRule, **changes: Any) -> StyleRule:
+async def _changed(store: KeyStore, rule: StyleRule, **changes: Any) -> StyleRule:
     """The rule with `changes`, a new version, stored (in a thread: the file's disk)."""
     new = dataclasses.replace(rule, **changes, version=rule.version + 1, updated=time.time())
-    await asyncio.to_thread(calls.store.put_style_rule, new)
+    await asyncio.to_thread(store.put_style_rule, new)
     return new
 
 
 @router.get("", summary="DeepL v3: the key's style rules")
-async def list_all(request: Request, calls: CallsDep) -> JSONResponse:
-    caller = caller_of(calls, request, await read_params(request))
+async def list_all(request: Request, caller: DeepLCallerDep, store: StoreDep) -> JSONResponse:
     query = request.query_params
     try:
         page, size = int(query.get("page", 0)), int(query.get("page_size", 10))
@@ -125,23 +125,23 @@ async def list_all(request: Request, calls: CallsDep) -> JSONResponse:
     if page < 0 or not 1 <= size <= 25:
         raise InvalidRequest("page is 0 or more, page_size 1 to 25", field="page_size")
     detailed = query.get("detailed", "false").lower() == "true"
-    rules = calls.store.style_rules(caller.owner)[page * size : (page + 1) * size]
+    rules = store.style_rules(caller.owner)[page * size : (page + 1) * size]
     return JSONResponse({"style_rules": [_info(r, detailed) for r in rules]})
 
 
 @router.post(
     "", status_code=201, summary="DeepL v3: create a style rule", openapi_extra=PARAMS_BODY
 )
-async def create(request: Request, calls: CallsDep) -> JSONResponse:
-    params = await read_params(request)
-    caller = caller_of(calls, request, params)
+async def create(
+    params: ParamsDep, caller: DeepLCallerDep, pool: PoolDep, store: StoreDep
+) -> JSONResponse:
     name, code = params.text("name"), params.text("language")
     if not name:
         raise InvalidRequest("Parameter 'name' not specified.", field="name")
     if not code:
         raise InvalidRequest("Parameter 'language' not specified.", field="language")
     language = deepl_lang(code, "language")
-    if not calls.translator.pool.gives_target(language.tag):
+    if not pool.gives_target(language.tag):
         raise InvalidRequest(f"Value for 'language' not supported: no model writes {language.tag}")
     raw = params.one("custom_instructions") or []
     if not isinstance(raw, list) or len(raw) > MAX_INSTRUCTIONS:
@@ -157,31 +157,30 @@ async def create(request: Request, calls: CallsDep) -> JSONResponse:
         configured_rules=_configured(params.one("configured_rules")),
         custom_instructions=tuple(_new_instruction(c) for c in raw),
     )
-    await asyncio.to_thread(calls.store.put_style_rule, rule)
+    await asyncio.to_thread(store.put_style_rule, rule)
     return JSONResponse(_info(rule), status_code=201)
 
 
 @router.get("/{style_id}", summary="DeepL v3: one style rule")
-async def get(style_id: str, request: Request, calls: CallsDep) -> JSONResponse:
-    caller = caller_of(calls, request, await read_params(request))
-    return JSONResponse(_info(_owned(calls, caller, style_id)))
+async def get(style_id: str, caller: DeepLCallerDep, store: StoreDep) -> JSONResponse:
+    return JSONResponse(_info(_owned(store, caller, style_id)))
 
 
 @router.patch("/{style_id}", summary="DeepL v3: rename a style rule", openapi_extra=PARAMS_BODY)
-async def rename(style_id: str, request: Request, calls: CallsDep) -> JSONResponse:
-    params = await read_params(request)
-    rule = _owned(calls, caller_of(calls, request, params), style_id)
+async def rename(
+    style_id: str, params: ParamsDep, caller: DeepLCallerDep, store: StoreDep
+) -> JSONResponse:
+    rule = _owned(store, caller, style_id)
     name = params.text("name")
     if not name:
         raise InvalidRequest("Parameter 'name' not specified.", field="name")
-    return JSONResponse(_info(await _changed(calls, rule, name=name)))
+    return JSONResponse(_info(await _changed(store, rule, name=name)))
 
 
 @router.delete("/{style_id}", status_code=204, summary="DeepL v3: delete a style rule")
-async def delete(style_id: str, request: Request, calls: CallsDep) -> Response:
-    caller = caller_of(calls, request, await read_params(request))
-    _owned(calls, caller, style_id)
-    await asyncio.to_thread(calls.store.delete_style_rule, caller.owner, style_id)
+async def delete(style_id: str, caller: DeepLCallerDep, store: StoreDep) -> Response:
+    _owned(store, caller, style_id)
+    await asyncio.to_thread(store.delete_style_rule, caller.owner, style_id)
     return Response(status_code=204)
 
 
@@ -190,9 +189,10 @@ async def delete(style_id: str, request: Request, calls: CallsDep) -> Response:
     summary="DeepL v3: replace a style rule's predefined rules",
     openapi_extra=PARAMS_BODY,
 )
-async def configure(style_id: str, request: Request, calls: CallsDep) -> JSONResponse:
-    params = await read_params(request)
-    rule = _owned(calls, caller_of(calls, request, params), style_id)
+async def configure(
+    style_id: str, params: ParamsDep, caller: DeepLCallerDep, store: StoreDep
+) -> JSONResponse:
+    rule = _owned(store, caller, style_id)
     # The bare {category: {rule: option}} object, which only JSON can carry.
     if params.form is not None:
         raise UnsupportedMediaType(
@@ -204,7 +204,7 @@ async def configure(style_id: str, request: Request, calls: CallsDep) -> JSONRes
             "configured_rules: the body must be a {category: {rule: option}} object"
         )
     body = dict(params.json)
-    return JSONResponse(_info(await _changed(calls, rule, configured_rules=_configured(body))))
+    return JSONResponse(_info(await _changed(store, rule, configured_rules=_configured(body))))
 
 
 @router.post(
@@ -213,13 +213,14 @@ async def configure(style_id: str, request: Request, calls: CallsDep) -> JSONRes
     summary="DeepL v3: add a custom instruction",
     openapi_extra=PARAMS_BODY,
 )
-async def add_instruction(style_id: str, request: Request, calls: CallsDep) -> JSONResponse:
-    params = await read_params(request)
-    rule = _owned(calls, caller_of(calls, request, params), style_id)
+async def add_instruction(
+    style_id: str, params: ParamsDep, caller: DeepLCallerDep, store: StoreDep
+) -> JSONResponse:
+    rule = _owned(store, caller, style_id)
     if len(rule.custom_instructions) >= MAX_INSTRUCTIONS:
         raise InvalidRequest(f"a style rule holds at most {MAX_INSTRUCTIONS} custom instructions")
     new = _new_instruction({n: params.one(n) for n in ("label", "prompt", "source_language")})
-    await _changed(calls, rule, custom_instructions=(*rule.custom_instructions, new))
+    await _changed(store, rule, custom_instructions=(*rule.custom_instructions, new))
     return JSONResponse(_instruction(new), status_code=201)
 
 
@@ -232,9 +233,9 @@ def _find(rule: StyleRule, instruction_id: str) -> CustomInstruction:
 
 @router.get("/{style_id}/custom_instructions/{instruction_id}", summary="DeepL v3: one instruction")
 async def get_instruction(
-    style_id: str, instruction_id: str, request: Request, calls: CallsDep
+    style_id: str, instruction_id: str, caller: DeepLCallerDep, store: StoreDep
 ) -> JSONResponse:
-    rule = _owned(calls, caller_of(calls, request, await read_params(request)), style_id)
+    rule = _owned(store, caller, style_id)
     return JSONResponse(_instruction(_find(rule, instruction_id)))
 
 
@@ -244,16 +245,15 @@ async def get_instruction(
     openapi_extra=PARAMS_BODY,
 )
 async def replace_instruction(
-    style_id: str, instruction_id: str, request: Request, calls: CallsDep
+    style_id: str, instruction_id: str, params: ParamsDep, caller: DeepLCallerDep, store: StoreDep
 ) -> JSONResponse:
-    params = await read_params(request)
-    rule = _owned(calls, caller_of(calls, request, params), style_id)
+    rule = _owned(store, caller, style_id)
     _find(rule, instruction_id)
     new = _new_instruction(
         {n: params.one(n) for n in ("label", "prompt", "source_language")}, instruction_id
     )
     kept = tuple(new if c.id == instruction_id else c for c in rule.custom_instructions)
-    await _changed(calls, rule, custom_instructions=kept)
+    await _changed(store, rule, custom_instructions=kept)
     return JSONResponse(_instruction(new))
 
 
@@ -263,10 +263,10 @@ async def replace_instruction(
     summary="DeepL v3: delete a custom instruction",
 )
 async def delete_instruction(
-    style_id: str, instruction_id: str, request: Request, calls: CallsDep
+    style_id: str, instruction_id: str, caller: DeepLCallerDep, store: StoreDep
 ) -> Response:
-    rule = _owned(calls, caller_of(calls, request, await read_params(request)), style_id)
+    rule = _owned(store, caller, style_id)
     _find(rule, instruction_id)
     kept = tuple(c for c in rule.custom_instructions if c.id != instruction_id)
-    await _changed(calls, rule, custom_instructions=kept)
+    await _changed(store, rule, custom_instructions=kept)
     return Response(status_code=204)

@@ -7,113 +7,93 @@ language as the target (or the asked one) and a rewrite instruction in the chat 
 (tolk.translation.prompts.chat), so admission, deadlines, keys, quotas, metrics and the
 output checks are the translation's. Models served with a translation-only prompt format
 refuse it (400). Texts whose language is not given are detected; each language's texts are
-rephrased in one request.
+rephrased in one request, the requests side by side (the gateway's translate_groups: one
+failing cancels the others).
 """
 
 from __future__ import annotations
 
-import asyncio
+from typing import Annotated
 
-from fastapi import APIRouter, Request, Response
+from fastapi import APIRouter, Depends, Request, Response
 from fastapi.responses import JSONResponse
 
-from tolk.errors import InvalidRequest
-from tolk.server.api.deepl import PARAMS_BODY, caller_of, deepl_lang, texts_of
-from tolk.server.calls import Calls, CallsDep
-from tolk.server.params import Params, read_params
+from tolk.server.access import Caller
+from tolk.server.api.deepl_bodies import DeepLWrite, Rephrase
+from tolk.server.gateway import DeepLCallerDep, Gateway, GatewayDep
+from tolk.server.params import ParamsDep, openapi_body
 from tolk.translation.prompts import Instructions
 from tolk.translation.request import TranslationRequest
-from tolk.translation.results import Translation
 from tolk.wire import codes
 
 router = APIRouter(prefix="/v2/write", tags=["DeepL API v2"])
 
-AIM = "correct its errors and make it clear and fluent, keeping its meaning."
 CORRECT = (
     "correct its spelling, grammar and punctuation only, changing nothing else (keep its "
     "words, style and meaning)."
 )
-# DeepL's values, and what each asks of the model (`prefer_` ones the same: every value
-# applies to every language tolk serves with a chat model).
-WRITING_STYLES = {
-    "default": "",
-    "academic": "Write it in an academic style.",
-    "business": "Write it in a business style.",
-    "casual": "Write it in a casual style.",
-    "simple": "Write it in simple, plain language.",
-}
-TONES = {
-    "default": "",
-    "confident": "Use a confident tone.",
-    "diplomatic": "Use a diplomatic tone.",
-    "enthusiastic": "Use an enthusiastic tone.",
-    "friendly": "Use a friendly tone.",
-}
 
 
-def _aim(style: str | None, tone: str | None) -> str:
-    if style and tone:
-        raise InvalidRequest(
-            "Bad request. Reason: Both writing_style and tone defined. Currently only style "
-            "OR tone can be chosen for a single request.",
-            field="tone",
-        )
-    table, field, value = (
-        (TONES, "tone", tone) if tone else (WRITING_STYLES, "writing_style", style)
-    )
-    wording = table.get((value or "default").removeprefix("prefer_"))
-    if wording is None:
-        raise InvalidRequest(
-            f"Value for '{field}' not supported: {value}; use one of {', '.join(table)} "
-            "(or prefer_...)",
-            field=field,
-        )
-    return f"{AIM} {wording}".strip()
+async def _rephrase(params: ParamsDep) -> Rephrase:
+    """How to rephrase: read before the caller (a style and a tone together are refused
+    first, whoever sends them)."""
+    return Rephrase.of(params)
 
 
-@router.post("/rephrase", summary="DeepL Write: rephrase texts", openapi_extra=PARAMS_BODY)
-async def rephrase(request: Request, calls: CallsDep) -> Response:
-    params = await read_params(request)
-    aim = _aim(params.text("writing_style"), params.text("tone"))
-    return await _rewrite(request, calls, params, aim)
+@router.post(
+    "/rephrase",
+    summary="DeepL Write: rephrase texts",
+    openapi_extra=openapi_body(DeepLWrite, Rephrase),
+)
+async def rephrase(
+    request: Request,
+    how: Annotated[Rephrase, Depends(_rephrase)],
+    caller: DeepLCallerDep,
+    params: ParamsDep,
+    gateway: GatewayDep,
+) -> Response:
+    return await _rewrite(request, caller, DeepLWrite.of(params), gateway, how.aim)
 
 
-@router.post("/correct", summary="DeepL Write: correct texts", openapi_extra=PARAMS_BODY)
-async def correct(request: Request, calls: CallsDep) -> Response:
+@router.post(
+    "/correct", summary="DeepL Write: correct texts", openapi_extra=openapi_body(DeepLWrite)
+)
+async def correct(
+    request: Request, caller: DeepLCallerDep, params: ParamsDep, gateway: GatewayDep
+) -> Response:
     """Spelling, grammar and punctuation only (the client's `correct_text`)."""
-    params = await read_params(request)
-    return await _rewrite(request, calls, params, CORRECT)
+    return await _rewrite(request, caller, DeepLWrite.of(params), gateway, CORRECT)
 
 
-async def _rewrite(request: Request, calls: Calls, params: Params, aim: str) -> Response:
-    caller = caller_of(calls, request, params)
-    texts = texts_of(params)
-    target_code = params.text("target_lang")
-    target = deepl_lang(target_code, "target_lang") if target_code else None
+async def _rewrite(
+    request: Request, caller: Caller, body: DeepLWrite, gateway: Gateway, aim: str
+) -> Response:
+    texts, target = body.text, body.target
     instructions = Instructions(rewrite=aim)
-    deadline = calls.deadline()
-    # One request per target: the asked language, or each text's own.
+    deadline = gateway.deadline()
+    # One request per target: the asked language, or each text's own (detected).
     groups: dict[str, list[int]] = {}
-    languages = [target.tag] * len(texts) if target else _languages(calls, texts)
+    languages = [target.tag] * len(texts) if target else [d.language for d in gateway.detect(texts)]
     for i, tag in enumerate(languages):
         groups.setdefault(tag, []).append(i)
-
-    memory = calls.memory_mode(request)
-
-    async def work() -> list[tuple[Translation, list[int]]]:
-        async def one(tag: str, indexes: list[int]) -> tuple[Translation, list[int]]:
+    memory = gateway.memory_mode(request)
+    asked = [
+        (
+            [texts[i] for i in indexes],
             # Texts grouped by their detected language are that language: not detected again.
-            source = None if target else tag
-            asked = TranslationRequest(
-                tag, deadline, source, instructions=instructions, memory=memory
-            )
-            return await calls.translator.translate([texts[i] for i in indexes], asked), indexes
-
-        return list(await asyncio.gather(*(one(t, ix) for t, ix in groups.items())))
-
-    done = await calls.run(request, caller, sum(len(t) for t in texts), work)
+            TranslationRequest(
+                target_lang=tag,
+                deadline=deadline,
+                source_lang=None if target else tag,
+                instructions=instructions,
+                memory=memory,
+            ),
+        )
+        for tag, indexes in groups.items()
+    ]
+    done = await gateway.translate_groups(request, caller, asked)
     improvements: list[dict[str, str]] = [{} for _ in texts]
-    for result, indexes in done:
+    for result, indexes in zip(done, groups.values(), strict=True):
         for j, i in enumerate(indexes):
             improvements[i] = {
                 "text": result.texts[j],
@@ -121,11 +101,6 @@ async def _rewrite(request: Request, calls: Calls, params: Params, aim: str) -> 
                 "target_language": result.target.tag,
             }
     answer = JSONResponse({"improvements": improvements})
-    for result, indexes in done:
-        calls.record(request, answer.headers, result, len(indexes))
+    for result in done:
+        answer.headers.update(gateway.headers(result))
     return answer
-
-
-def _languages(calls: Calls, texts: list[str]) -> list[str]:
-    """Each text's language (detected), as a tag some model writes."""
-    return [d.language for d in calls.translator.detect(texts)]

@@ -15,20 +15,37 @@ case) are not made; `/suggest` answers 403 "disabled", as LibreTranslate does by
 from __future__ import annotations
 
 import re
-from pathlib import PurePath
 from typing import Any
 from urllib.parse import quote
 
 from fastapi import APIRouter, Request, Response
 from fastapi.responses import JSONResponse
 
-from tolk.errors import InvalidLanguage, InvalidRequest, NotFound, UnsupportedLanguagePair
-from tolk.languages import Lang, lang
-from tolk.server.access import Caller
-from tolk.server.calls import Calls, CallsDep, attachment
+from tolk.errors import InvalidRequest, NotFound, UnsupportedLanguagePair
+from tolk.languages import lang
+from tolk.server.api.libretranslate_bodies import (
+    FILE_FIELD,
+    LibreTranslateDetect,
+    LibreTranslateFile,
+    LibreTranslateTranslate,
+)
 from tolk.server.documents import documents_of
-from tolk.server.params import Params, read_params
-from tolk.translation.files import FILE_TYPES, file_type
+from tolk.server.gateway import (
+    ConfigDep,
+    GatewayDep,
+    PoolDep,
+    StoreDep,
+    Upload,
+    attachment,
+)
+from tolk.server.params import (
+    FORM_MEDIA,
+    JSON_MEDIA,
+    MULTIPART_MEDIA,
+    ParamsDep,
+    openapi_body,
+)
+from tolk.translation.files import FILE_TYPES
 from tolk.translation.request import GlossaryRequest, TranslationRequest
 from tolk.translation.results import Translation
 from tolk.wire import codes
@@ -37,67 +54,7 @@ from tolk.wire.endpoints import LIBRETRANSLATE_PREFIX
 LIBRETRANSLATE_TAG = "LibreTranslate API"
 router = APIRouter(tags=[LIBRETRANSLATE_TAG])
 WEBLATE_PLACEABLE = re.compile(r"\[X\d+X\]")
-FORM_BODY: dict[str, Any] = {
-    "requestBody": {
-        "content": {
-            media: {"schema": {"type": "object", "properties": {"q": {}, "api_key": {}}}}
-            for media in (
-                "application/json",
-                "application/x-www-form-urlencoded",
-                "multipart/form-data",
-            )
-        }
-    }
-}
-
-
-def _caller(calls: Calls, params: Params) -> Caller:
-    """LibreTranslate's `api_key` (an empty one is no key, as Weblate sends it)."""
-    return calls.access.caller(params.text("api_key") or None)
-
-
-def _required(params: Params, name: str) -> Any:
-    value = params.one(name)
-    if value is None or value == "" or value == []:
-        raise InvalidRequest(f"Invalid request: missing {name} parameter", field=name)
-    return value
-
-
-def _count(value: Any, name: str) -> int:
-    """A count as LibreTranslate reads it (Python's int() of the value; below 0 is 0)."""
-    try:
-        return max(0, int(value if value is not None else 0))
-    except (TypeError, ValueError):
-        raise InvalidRequest(
-            f"Invalid request: {name} parameter is not a number", field=name
-        ) from None
-
-
-def _language(calls: Calls, code: Any, field: str) -> Lang | None:
-    """A LibreTranslate code as a served language; None for `auto`."""
-    if not isinstance(code, str):
-        raise InvalidRequest(f"Invalid request: {field} must be a string", field=field)
-    if field == "source" and code.strip().lower() == "auto":
-        return None
-    pool = calls.translator.pool
-    try:
-        parsed = codes.from_libretranslate(code, field)
-    except InvalidLanguage as exc:
-        raise InvalidLanguage(f"{code} is not supported", field=field) from exc
-    known = pool.takes_source(parsed.tag) if field == "source" else pool.gives_target(parsed.tag)
-    if not known:
-        raise InvalidLanguage(f"{code} is not supported", field=field)
-    return parsed
-
-
-def _pair(calls: Calls, params: Params) -> tuple[Lang | None, Lang]:
-    """`source` (None for auto) and `target`, both required, both served."""
-    source_code = _required(params, "source")
-    target_code = _required(params, "target")
-    source = _language(calls, source_code, "source")
-    target = _language(calls, target_code, "target")
-    assert target is not None
-    return source, target
+MEDIA = (JSON_MEDIA, FORM_MEDIA, MULTIPART_MEDIA)
 
 
 def _detected(translation: Translation, index: int) -> dict[str, Any]:
@@ -111,60 +68,48 @@ def _detected(translation: Translation, index: int) -> dict[str, Any]:
 @router.post(
     "/libretranslate/translate",
     summary="LibreTranslate: translate (served at POST /translate for requests with `q`)",
-    openapi_extra=FORM_BODY,
+    openapi_extra=openapi_body(LibreTranslateTranslate, media=MEDIA),
 )
-async def translate(request: Request, calls: CallsDep) -> Response:
-    params = await read_params(request)
-    q = _required(params, "q")
-    source, target = _pair(calls, params)
-    caller = _caller(calls, params)
-    texts = q if isinstance(q, list) else [q]
-    if not all(isinstance(t, str) for t in texts):
-        raise InvalidRequest("Invalid request: q must be a string or a list of strings")
-    fmt = params.text("format") or "text"
-    if fmt not in ("text", "html"):
-        raise InvalidRequest(f"{fmt} format is not supported", field="format")
-    alternatives = _count(params.one("alternatives"), "alternatives")
-    deadline = calls.deadline()
-
-    # Weblate's placeables ([X12X]) come back exactly as sent.
-    placeables = sorted({m for t in texts for m in WEBLATE_PLACEABLE.findall(t)})
-
-    async def work() -> Translation:
-        try:
-            return await calls.translator.translate(
-                texts,
-                TranslationRequest(
-                    target.tag,
-                    deadline,
-                    source.tag if source else None,
-                    format="html" if fmt == "html" else "text",
-                    glossary=GlossaryRequest(do_not_translate=placeables),
-                    alternatives=alternatives,
-                    memory=calls.memory_mode(request),
-                ),
-            )
-        except UnsupportedLanguagePair as exc:
-            to = f"{target.name} ({codes.libretranslate_code(target.tag)})"
-            since = (
-                f"{source.name} ({codes.libretranslate_code(source.tag)})"
-                if source
-                else "the detected language (auto)"
-            )
-            raise UnsupportedLanguagePair(
-                f"{to} is not available as a target language from {since}", **exc.details
-            ) from exc
-
-    result = await calls.run(request, caller, sum(len(t) for t in texts), work)
+async def translate(
+    request: Request, params: ParamsDep, gateway: GatewayDep, pool: PoolDep
+) -> Response:
+    body = LibreTranslateTranslate.of(params, pool=pool)
+    source, target = body.source_lang, body.target_lang
+    caller = gateway.caller(body.api_key or None)
+    texts = body.texts
+    asked = TranslationRequest(
+        target_lang=target.tag,
+        deadline=gateway.deadline(),
+        source_lang=source.tag if source else None,
+        format=body.format,
+        # Weblate's placeables ([X12X]) come back exactly as sent.
+        glossary=GlossaryRequest(
+            do_not_translate=sorted({m for t in texts for m in WEBLATE_PLACEABLE.findall(t)})
+        ),
+        alternatives=body.alternatives,
+        memory=gateway.memory_mode(request),
+    )
+    try:
+        result = await gateway.translate(request, caller, texts, asked)
+    except UnsupportedLanguagePair as exc:
+        to = f"{target.name} ({codes.libretranslate_code(target.tag)})"
+        since = (
+            f"{source.name} ({codes.libretranslate_code(source.tag)})"
+            if source
+            else "the detected language (auto)"
+        )
+        raise UnsupportedLanguagePair(
+            f"{to} is not available as a target language from {since}", **exc.details
+        ) from exc
     answer = JSONResponse(
         _translated(
             result,
-            listed=isinstance(q, list),
+            listed=isinstance(body.q, list),
             detected=source is None,
-            alternatives=alternatives > 0,
+            alternatives=body.alternatives > 0,
         )
     )
-    calls.record(request, answer.headers, result, len(texts))
+    answer.headers.update(gateway.headers(result))
     return answer
 
 
@@ -190,14 +135,11 @@ def _translated(
 @router.post(
     "/libretranslate/detect",
     summary="LibreTranslate: detect (served at POST /detect for requests with `q`)",
-    openapi_extra=FORM_BODY,
+    openapi_extra=openapi_body(LibreTranslateDetect, media=MEDIA),
 )
-async def detect(request: Request, calls: CallsDep) -> JSONResponse:
-    params = await read_params(request)
-    q = _required(params, "q")
-    calls.admit(_caller(calls, params), 0)
-    texts = q if isinstance(q, list) else [q]
-    found = calls.translator.detect([t for t in texts if isinstance(t, str)])
+async def detect(params: ParamsDep, gateway: GatewayDep) -> JSONResponse:
+    body = LibreTranslateDetect.of(params)
+    found = gateway.detect(body.texts, gateway.caller(body.api_key or None))
     # LibreTranslate: candidates sorted by confidence, averaged over a list's texts.
     totals: dict[str, float] = {}
     for detection in found:
@@ -212,8 +154,7 @@ async def detect(request: Request, calls: CallsDep) -> JSONResponse:
 
 
 @router.get("/languages", summary="LibreTranslate: languages, each with its targets")
-async def languages(calls: CallsDep) -> JSONResponse:
-    pool = calls.translator.pool
+async def languages(pool: PoolDep) -> JSONResponse:
     out: dict[str, dict[str, Any]] = {}
     for tag in pool.sources:
         for code in codes.libretranslate_codes(tag):
@@ -231,15 +172,14 @@ async def languages(calls: CallsDep) -> JSONResponse:
 
 
 @router.get("/frontend/settings", summary="LibreTranslate: settings for web front ends")
-async def frontend_settings(calls: CallsDep) -> JSONResponse:
-    pool = calls.translator.pool
+async def frontend_settings(pool: PoolDep, store: StoreDep, config: ConfigDep) -> JSONResponse:
     target = next(iter(pool.targets), "en")
     return JSONResponse(
         {
-            "charLimit": calls.config.server.max_request_chars,
+            "charLimit": config.server.max_request_chars,
             "frontendTimeout": 500,
-            "apiKeys": calls.store.has_keys(),
-            "keyRequired": calls.access.require_key,
+            "apiKeys": store.has_keys(),
+            "keyRequired": config.access.require_key,
             "suggestions": False,
             "filesTranslation": True,
             "supportedFilesFormat": list(FILE_TYPES),
@@ -257,32 +197,34 @@ async def frontend_settings(calls: CallsDep) -> JSONResponse:
 @router.post(
     "/translate_file",
     summary="LibreTranslate: translate a file; answers the URL to download it from",
-    openapi_extra=FORM_BODY,
+    openapi_extra=openapi_body(
+        LibreTranslateFile, media=(MULTIPART_MEDIA,), extra=FILE_FIELD, required=["file"]
+    ),
 )
-async def translate_file_route(request: Request, calls: CallsDep) -> Response:
-    params = await read_params(request)
-    upload = params.file("file")
-    if upload is None:
+async def translate_file_route(
+    request: Request, params: ParamsDep, gateway: GatewayDep, pool: PoolDep
+) -> Response:
+    file = params.file("file")
+    if file is None:
         raise InvalidRequest("Invalid request: missing file parameter", field="file")
-    source, target = _pair(calls, params)
-    caller = _caller(calls, params)
-    filename = PurePath(upload.filename or "").name
-    try:
-        file_type(filename)
-    except Exception as exc:
-        raise InvalidRequest("Invalid request: file format not supported", field="file") from exc
-    data = await upload.read()
-    result = await calls.run(
-        request,
-        caller,
-        lambda: calls.file_characters(filename, data),  # reserved of the quota before
-        lambda: calls.document(
-            caller, filename, data, source, target, memory=calls.memory_mode(request)
+    body = LibreTranslateFile.of(params, pool=pool)
+    caller = gateway.caller(body.api_key or None)
+    upload = Upload.of(
+        file,
+        unsupported=lambda _: InvalidRequest(
+            "Invalid request: file format not supported", field="file"
         ),
-        charged=lambda done: done.translation.usage.characters,
     )
-    doc = documents_of(request).put(caller.owner, filename, result)
-    url = f"{str(request.base_url).rstrip('/')}/download_file/{doc.id}.{quote(filename)}"
+    source, target = body.source_lang, body.target_lang
+    asked = TranslationRequest(
+        target_lang=target.tag,
+        deadline=gateway.deadline(document=True),
+        source_lang=source.tag if source else None,
+        memory=gateway.memory_mode(request),
+    )
+    result = await gateway.translate_file(request, caller, upload, asked)
+    doc = documents_of(request).put(caller.owner, upload.filename, result)
+    url = f"{str(request.base_url).rstrip('/')}/download_file/{doc.id}.{quote(upload.filename)}"
     return JSONResponse({"translatedFileUrl": url})
 
 

@@ -4,21 +4,19 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
-from collections.abc import AsyncIterator, Callable, Coroutine
-from pathlib import PurePath
-from typing import Annotated, Any, TypeVar
+import secrets
+from collections.abc import AsyncIterator
+from typing import Annotated, Any
 
-from fastapi import APIRouter, Depends, File, Form, Header, Query, Request, Response, UploadFile
+from fastapi import APIRouter, Depends, Form, Header, Query, Request, Response
 from fastapi.responses import JSONResponse, PlainTextResponse, StreamingResponse
 from prometheus_client import CONTENT_TYPE_LATEST
-from starlette.datastructures import MutableHeaders
 
 from tolk import sse
 from tolk.detect import Detection
-from tolk.engine import ModelPool
 from tolk.errors import ClientDisconnected, TolkError
 from tolk.server.access import Caller
-from tolk.server.calls import Calls, CallsDep, attachment, bearer_key
+from tolk.server.gateway import Gateway, GatewayDep, PoolDep, TolkCallerDep, Upload, attachment
 from tolk.server.lifecycle import Lifecycle
 from tolk.server.metrics import ServiceMetrics
 from tolk.server.params import CheckedRoute
@@ -29,34 +27,27 @@ from tolk.server.schemas import (
     DetectRequest,
     DetectResponse,
     ErrorResponse,
-    Formality,
     HealthResponse,
     LanguagesResponse,
     ModelLanguages,
     ReadyResponse,
     TextWarning,
+    TranslateFileForm,
     TranslateRequest,
     TranslateResponse,
     Usage,
 )
-from tolk.translation import Translation, Translator
-from tolk.translation.files import FILE_TYPES, file_type, translate_file
+from tolk.translation import Translation
+from tolk.translation.files import FILE_TYPES
 from tolk.translation.prompts import Instructions
 from tolk.translation.request import (
     GlossaryRequest,
-    MemoryMode,
     MemoryRequest,
     TranslationRequest,
 )
 from tolk.translation.results import SegmentDone
-from tolk.translation.segment import SplitMode
 from tolk.wire.asgi import CLIENT_CLOSED
 from tolk.wire.errors import error_body, error_response, request_id_of
-
-
-async def _pool(request: Request) -> ModelPool:
-    pool: ModelPool = request.app.state.pool
-    return pool
 
 
 async def _lifecycle(request: Request) -> Lifecycle:
@@ -69,20 +60,12 @@ async def _metrics(request: Request) -> ServiceMetrics:
     return metrics
 
 
-async def _caller(request: Request) -> Caller:
-    calls: Calls = request.app.state.calls
-    return calls.access.caller(bearer_key(request))
-
-
 # Accessors are `async def`: FastAPI runs plain `def` dependencies in a thread pool, a thread
 # hand-off per request that showed up as tens of milliseconds of overhead under load.
-PoolDep = Annotated[ModelPool, Depends(_pool)]
 LifecycleDep = Annotated[Lifecycle, Depends(_lifecycle)]
 MetricsDep = Annotated[ServiceMetrics, Depends(_metrics)]
-CallerDep = Annotated[Caller, Depends(_caller)]
 
 router = APIRouter(route_class=CheckedRoute)
-T = TypeVar("T")
 RequestTimeout = Annotated[
     float | None,
     Header(gt=0, description="Seconds this request may take; capped by the server's own."),
@@ -102,57 +85,42 @@ async def translate(
     body: TranslateRequest,
     request: Request,
     response: Response,
-    calls: CallsDep,
-    caller: CallerDep,
+    gateway: GatewayDep,
+    caller: TolkCallerDep,
     x_request_timeout: RequestTimeout = None,
 ) -> TranslateResponse | Response:
     texts = [body.text] if isinstance(body.text, str) else body.text
-    deadline = calls.deadline(x_request_timeout)
-    characters = sum(len(t) for t in texts)
+    asked = _asked(body, request, gateway.deadline(x_request_timeout))
     if body.stream:
-        return await _stream(body, texts, deadline, request, calls, caller)
-    memory = calls.memory_mode(request, body.memory)
-    result = await calls.run(
-        request,
-        caller,
-        characters,
-        lambda: _work(calls.translator, body, texts, deadline, memory),
-    )
-    calls.record(request, response.headers, result, len(texts))
-    return _response(body, result, calls)
+        return await _stream(body, texts, asked, request, gateway, caller)
+    result = await gateway.translate(request, caller, texts, asked)
+    response.headers.update(gateway.headers(result))
+    return _response(body, result, gateway)
 
 
-def _work(
-    translator: Translator,
-    body: TranslateRequest,
-    texts: list[str],
-    deadline: float,
-    memory: MemoryMode,
-    on_segment: Callable[[SegmentDone], None] | None = None,
-) -> Coroutine[Any, Any, Translation]:
-    """The translation a /translate body asks for, not yet started."""
-    request = TranslationRequest(
-        body.target_lang,
-        deadline,
-        body.source_lang,
-        body.model,
-        body.split,
-        body.format,
-        GlossaryRequest(
+def _asked(body: TranslateRequest, request: Request, deadline: float) -> TranslationRequest:
+    """The translation a /translate body asks for."""
+    return TranslationRequest(
+        target_lang=body.target_lang,
+        deadline=deadline,
+        source_lang=body.source_lang,
+        model=body.model,
+        split=body.split,
+        format=body.format,
+        glossary=GlossaryRequest(
             body.glossary or {},
             [body.glossary_id] if body.glossary_id is not None else [],
             body.do_not_translate or (),
         ),
-        Instructions.of(body.formality, body.context, body.instructions or ()),
+        instructions=Instructions.of(body.formality, body.context, body.instructions or ()),
         alternatives=body.alternatives,
-        memory=memory,
+        memory=Gateway.memory_mode(request, body.memory),
         translation_memory=(
             MemoryRequest(body.translation_memory_id, body.translation_memory_threshold)
             if body.translation_memory_id
             else None
         ),
     )
-    return translator.translate(texts, request, on_segment)
 
 
 def _detected(detection: Detection) -> Detected:
@@ -164,8 +132,8 @@ def _detected(detection: Detection) -> Detected:
     )
 
 
-def _response(body: TranslateRequest, result: Translation, calls: Calls) -> TranslateResponse:
-    usage = calls.reported(result.usage)  # (memory hits withheld with a shared memory)
+def _response(body: TranslateRequest, result: Translation, gateway: Gateway) -> TranslateResponse:
+    usage = gateway.reported(result.usage)  # (memory hits withheld with a shared memory)
     detected = [_detected(d) for d in result.detections]
     single = isinstance(body.text, str)
     return TranslateResponse(
@@ -192,48 +160,36 @@ def _response(body: TranslateRequest, result: Translation, calls: Calls) -> Tran
             TextWarning(text=w.text, code=w.code, message=w.message, units=w.units)
             for w in result.warnings
         ],
+        id=secrets.randbelow(10**10),  # DeepLX's fields (TranslateResponse)
+        data=result.texts[0] if single else None,
     )
 
 
 async def _stream(
     body: TranslateRequest,
     texts: list[str],
-    deadline: float,
+    asked: TranslationRequest,
     request: Request,
-    calls: Calls,
+    gateway: Gateway,
     caller: Caller,
 ) -> Response:
     """`stream: true`: Server-Sent Events. Failures before the first segment (validation,
     limits, admission) are ordinary error responses; later ones an `error` event."""
     events: asyncio.Queue[tuple[str, Any]] = asyncio.Queue()
-    characters = sum(len(t) for t in texts)
 
     def on_segment(segment: SegmentDone) -> None:
         events.put_nowait(("segment", dataclasses.asdict(segment)))
 
     async def produce() -> None:
         try:
-            result = await calls.run(
-                request,
-                caller,
-                characters,
-                lambda: _work(
-                    calls.translator,
-                    body,
-                    texts,
-                    deadline,
-                    calls.memory_mode(request, body.memory),
-                    on_segment,
-                ),
-            )
+            result = await gateway.translate(request, caller, texts, asked, on_segment)
         except TolkError as exc:
             events.put_nowait(("error", exc))
             return
         except ClientDisconnected:
             events.put_nowait(("gone", None))
             return
-        calls.record(request, MutableHeaders(), result, len(texts))
-        events.put_nowait(("done", _response(body, result, calls).model_dump()))
+        events.put_nowait(("done", _response(body, result, gateway).model_dump()))
 
     producer = asyncio.create_task(produce())
     kind, first = await events.get()
@@ -274,10 +230,9 @@ async def _stream(
     "best guess with `reliable: false`. A LibreTranslate client's request (`q`) is answered "
     "by `/libretranslate/detect`.",
 )
-async def detect(body: DetectRequest, calls: CallsDep, caller: CallerDep) -> DetectResponse:
+async def detect(body: DetectRequest, gateway: GatewayDep, caller: TolkCallerDep) -> DetectResponse:
     texts = [body.text] if isinstance(body.text, str) else body.text
-    calls.admit(caller, 0)
-    found = [_detected(d) for d in calls.translator.detect(texts)]
+    found = [_detected(d) for d in gateway.detect(texts, caller)]
     return DetectResponse(detected=found[0] if isinstance(body.text, str) else found)
 
 
@@ -296,45 +251,28 @@ async def detect(body: DetectRequest, calls: CallsDep, caller: CallerDep) -> Det
 )
 async def translate_file_route(
     request: Request,
-    calls: CallsDep,
-    caller: CallerDep,
-    file: Annotated[UploadFile, File(description="The file; its extension gives its type.")],
-    target_lang: Annotated[str, Form(min_length=1, max_length=64)],
-    source_lang: Annotated[
-        str | None, Form(max_length=64, description="Omitted or 'auto': detected.")
-    ] = None,
-    model: Annotated[str | None, Form()] = None,
-    split: Annotated[SplitMode, Form(description="As on /translate.")] = "sentences",
-    glossary_id: Annotated[str | None, Form(description="As on /translate.")] = None,
-    formality: Annotated[Formality, Form(description="As on /translate.")] = "default",
-    memory: Annotated[MemoryMode, Form(description="As on /translate.")] = "use",
+    gateway: GatewayDep,
+    caller: TolkCallerDep,
+    form: Annotated[TranslateFileForm, Form(media_type="multipart/form-data")],
     x_request_timeout: RequestTimeout = None,
 ) -> Response:
-    filename = PurePath(file.filename or "").name
-    file_type(filename)  # 415 before the upload is read
-    data = await file.read()
+    upload = Upload.of(form.file)  # 415 before the upload is read
     asked = TranslationRequest(
-        target_lang,
-        calls.deadline(x_request_timeout),
-        source_lang,
-        model,
-        split,
-        glossary=GlossaryRequest(ids=[glossary_id] if glossary_id else []),
-        instructions=Instructions.of(formality, None, ()),
-        memory=calls.memory_mode(request, memory),
+        target_lang=form.target_lang,
+        deadline=gateway.deadline(x_request_timeout),
+        source_lang=form.source_lang,
+        model=form.model,
+        split=form.split,
+        glossary=GlossaryRequest(ids=[form.glossary_id] if form.glossary_id else []),
+        instructions=Instructions.of(form.formality, None, ()),
+        memory=gateway.memory_mode(request, form.memory),
     )
-    result = await calls.run(
-        request,
-        caller,
-        lambda: calls.file_characters(filename, data),  # reserved of the quota before
-        lambda: translate_file(calls.translator, filename, data, asked),
-        charged=lambda done: done.translation.usage.characters,
-    )
-    response = attachment(result, filename)
-    response.headers["X-Tolk-Segments"] = str(result.translation.usage.segments)
-    if result.translation.detections:
-        response.headers["X-Tolk-Detected-Source-Lang"] = result.translation.source.tag
-    calls.record(request, response.headers, result.translation, 1)
+    done = await gateway.translate_file(request, caller, upload, asked)
+    response = attachment(done, upload.filename)
+    response.headers["X-Tolk-Segments"] = str(done.translation.usage.segments)
+    if done.translation.detections:
+        response.headers["X-Tolk-Detected-Source-Lang"] = done.translation.source.tag
+    response.headers.update(gateway.headers(done.translation))
     return response
 
 

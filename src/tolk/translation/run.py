@@ -1,0 +1,423 @@
+"""One pass of a request's segments through its engine (tolk.translation.service runs the
+passes): for each segment, step by step, its translation memory's match, the segment
+memory, the first try (with its sampled candidates), the retry of a flagged output, what is
+remembered of it and the report of it as done.
+
+The service keeps what is per request (routing, planning, admission, putting the results
+together); what is per segment is here, as methods of one SegmentRun per pass, sharing
+what is the same for all its segments (the engine, the language pair, the glossary, the
+instructions, the request's options) as attributes read once per pass. A module of its
+own so that each step can be read, and changed, apart from the request's bookkeeping; it
+uses the Translator only for what the server shares (the output checks, the pacer, the
+memories, the memory keys), and the service is its only caller.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import re
+from collections.abc import Awaitable, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, TypeVar
+
+from tolk.config import PlaceholderSyntax
+from tolk.engine import Generation, ModelEngine
+from tolk.errors import PayloadTooLarge
+from tolk.languages import Lang
+from tolk.tm import Match
+from tolk.translation.checks import LOOP_MIN_CHARS, Verdict, loop_span, strip_cut_characters
+from tolk.translation.document import PLACEHOLDER, from_model
+from tolk.translation.fidelity import Attempt, firmer, lost_placeholders, select
+from tolk.translation.glossary import Glossary
+from tolk.translation.guide import placeholder_regex
+from tolk.translation.jobs import EngineJob, JobSettings, build_job
+from tolk.translation.plan import Done
+from tolk.translation.prompts import INSTRUCTED, Instructions, clean, keep_outer_whitespace
+from tolk.translation.request import TranslationRequest
+from tolk.translation.results import OnSegment, SegmentDone
+
+if TYPE_CHECKING:
+    from tolk.translation.service import Translator
+
+T = TypeVar("T")
+
+_LINE_BREAKS = re.compile(r"\s*[\n\r\v\f\x1c-\x1e\x85\u2028\u2029]\s*")
+
+
+async def run_all(awaitables: Sequence[Awaitable[T]]) -> list[T]:
+    """Await all; on the first failure cancel the rest and raise that failure itself."""
+    try:
+        async with asyncio.TaskGroup() as group:
+            tasks = [group.create_task(_as_coroutine(a)) for a in awaitables]
+    except BaseExceptionGroup as grouped:
+        raise grouped.exceptions[0] from None
+    return [t.result() for t in tasks]
+
+
+async def _as_coroutine(awaitable: Awaitable[T]) -> T:
+    return await awaitable
+
+
+@dataclass
+class Progress:
+    """Where a request stands, for its progress reports (SegmentDone)."""
+
+    planned: int
+    segments: int = 1  # the request's size as admitted: its engine requests' rank (size_rank)
+    done: int = 0
+    in_flight: int = 0
+
+
+@dataclass(frozen=True)
+class Routed:
+    """A request once routed: its engine and language pair, the glossary resolved for that
+    pair and the instructions for the target (tolk.translation.policy.instructions_for)."""
+
+    engine: ModelEngine
+    source: Lang
+    target: Lang
+    glossary: Glossary
+    instructions: Instructions
+
+
+@dataclass(frozen=True)
+class Flow:
+    """How a request's segments move, the same in each of its passes: at most `slots` in
+    the engine at once, counted in `progress`, each told to `on_segment` when done."""
+
+    slots: asyncio.Semaphore
+    progress: Progress
+    on_segment: OnSegment | None = None
+
+
+class SegmentRun:
+    """One pass of a request's segments through its engine, at most `flow.slots` at a
+    time; each one's prompt is built when its turn comes, so a long document does not hold
+    the event loop. With the request's `alternatives`, at least that many sampled outputs
+    beside the greedy one (`candidates.sampling`), of which those that pass the checks are
+    its alternatives."""
+
+    __slots__ = (
+        "_alternatives",
+        "_candidates",
+        "_checks",
+        "_engine",
+        "_flow",
+        "_glossary",
+        "_instructed",
+        "_instructions",
+        "_lookups",
+        "_memories",
+        "_memory",
+        "_numbered_from",
+        "_output_checks",
+        "_pacer",
+        "_retries",
+        "_sampled",
+        "_source",
+        "_stop_loops",
+        "_target",
+        "_tm",
+        "_translator",
+    )
+
+    def __init__(
+        self, translator: Translator, routed: Routed, request: TranslationRequest, flow: Flow
+    ) -> None:
+        engine = self._engine = routed.engine
+        self._source, self._target = routed.source, routed.target
+        self._glossary, self._instructions = routed.glossary, routed.instructions
+        self._translator = translator
+        self._output_checks, self._pacer = translator.checks, translator.pacer
+        self._flow = flow
+        # This pass's segments are numbered after those of the passes before it.
+        self._numbered_from = flow.progress.done
+        settings = engine.settings
+        checks = self._checks = settings.checks
+        self._candidates = settings.candidates
+        self._instructed = settings.prompt_format in INSTRUCTED
+        self._alternatives = request.alternatives
+        # A first try samples this many outputs beside the greedy one.
+        self._sampled = max(self._candidates.n - 1, request.alternatives)
+        self._stop_loops = checks.enabled and checks.stop_loops
+        self._retries = checks.enabled and checks.retry
+        self._tm = request.translation_memory
+        self._memories = translator.memories
+        self._memory = translator.memory if request.memory != "off" else None
+        # Whether the segment memory is looked up (else only written).
+        self._lookups = request.memory == "use" and not request.alternatives
+
+    async def translate(self, segments: Sequence[str]) -> dict[str, Done]:
+        """Every segment of the pass, each as `segment` does it."""
+        done = await run_all([self.segment(i, s) for i, s in enumerate(segments)])
+        return dict(zip(segments, done, strict=True))
+
+    async def segment(self, index: int, text: str) -> Done:
+        """One segment: from the request's translation memory, else from the segment
+        memory, else from the engine (and remembered)."""
+        told = self._instructions
+        if self._tm is not None and not PLACEHOLDER.search(text):
+            # The user's translation memory: an exact match is the translation; a close
+            # one is the model's reference (where the prompt format takes instructions).
+            match = await self.memory_match(text)
+            if match is not None and match.exact:
+                exact = Done(keep_outer_whitespace(text, match.target), 0, 0, 0, from_tm=True)
+                return self.report(index, text, exact)
+            if match is not None and self._instructed:
+                told = dataclasses.replace(
+                    told, custom=(*told.custom, reference_instruction(match))
+                )
+        job: EngineJob | None = None
+        key: str | None = None
+        if self._memory is not None:
+            job, key, hit = await self.recall(index, text, told)
+            if hit is not None:
+                return self.report(index, text, hit)
+        finished, verdict = await self.translated(index, text, job, told, key is not None)
+        self.remember(key, finished.text, verdict)
+        return self.report(index, text, finished)
+
+    async def memory_match(self, text: str) -> Match | None:
+        """The request's translation memory's best unit for `text` (its database: off the
+        loop)."""
+        assert self._tm is not None
+        assert self._memories is not None
+        tm = self._tm
+        return await asyncio.to_thread(
+            self._memories.match, tm.id, self._target.code, text, tm.threshold
+        )
+
+    async def recall(
+        self, index: int, text: str, told: Instructions
+    ) -> tuple[EngineJob, str, Done | None]:
+        """The segment's job and its key in the segment memory (tolk.memory), and what the
+        memory has for it if it is looked up. Looked up before waiting for an engine slot:
+        a hit needs none."""
+        memory = self._memory
+        assert memory is not None
+        await self._pacer.turn()
+        job = self.job(index, text, told)
+        key = self._translator.memory_key(self._engine, text, job)
+        if not self._lookups:
+            return job, key, None
+        found = memory.cached(key)
+        if found is None:
+            found = await asyncio.to_thread(memory.lookup, key)
+        if found is None:
+            return job, key, None
+        problems = found.problems
+        hit = Done(
+            found.translation,
+            0,
+            0,
+            job.source_tokens,
+            problems=tuple(p for p in problems if p != "placeholders"),
+            found=problems,
+            from_memory=True,
+        )
+        return job, key, hit
+
+    async def translated(
+        self, index: int, text: str, job: EngineJob | None, told: Instructions, looked_up: bool
+    ) -> tuple[Done, Verdict]:
+        """The segment through the engine once it has a slot: its first try and, if that
+        has a problem another try may mend, its retry; the translation chosen, and its
+        verdict."""
+        async with self._flow.slots:
+            await self._pacer.turn()
+            # A loop is stopped where it shows, not run to the budget (a source that
+            # repeats itself may be translated so: its generations run to the end).
+            stop = self._stop_loops and loop_span(text) < LOOP_MIN_CHARS
+            tries, first = await self.first_try(index, text, stop, job, told)
+            made = tries
+            chosen, retried = first, False
+            if self._retries and first.verdict.retryable:
+                again = await self.retry(index, text, stop, first.verdict, told)
+                tries, retried = [*tries, *again], True
+                # The retry's least bad candidate, if it is less bad (a copy of the
+                # examples worst, then by the number of problems).
+                best = min(again, key=lambda a: a.verdict.severity)
+                if best.verdict.severity < first.verdict.severity:
+                    chosen = best
+        finished = Done(
+            text=chosen.output,
+            prompt_tokens=sum(t.generation.prompt_tokens for t in tries),
+            completion_tokens=sum(t.generation.completion_tokens for t in tries),
+            source_tokens=first.source_tokens,
+            problems=tuple(p for p in chosen.verdict.problems if p != "placeholders"),
+            found=first.verdict.problems,
+            retried=retried,
+            alternatives=_alternatives(made, chosen.output, self._alternatives),
+            looked_up=looked_up and self._lookups,
+        )
+        return finished, chosen.verdict
+
+    async def first_try(
+        self, index: int, text: str, stop: bool, job: EngineJob | None, told: Instructions
+    ) -> tuple[list[Attempt], Attempt]:
+        """The segment's first try, and the output chosen of it: the greedy output and, with
+        `candidates.n` > 1, n-1 sampled ones to choose among by minimum Bayes risk; as many
+        as the request's `alternatives` if more, the further ones only alternatives. `job`:
+        the segment's, if the segment memory's step made it already."""
+        if job is None:
+            job = self.job(index, text, told)
+        engine, size = self._engine, self._flow.progress.segments
+        ids, budget = job.prompt_ids, job.max_tokens
+        requests = [engine.generate_n(ids, budget, None, stop, 1, None, segments=size)]
+        if self._sampled:  # and sampled ones beside the greedy one
+            sampling = self._candidates.sampling
+            requests.append(
+                engine.generate_n(ids, budget, sampling, stop, self._sampled, segments=size)
+            )
+        tries = await self._submitted(requests, text, job)
+        among = tries[: self._candidates.n]
+        first = among[0] if len(among) == 1 else await asyncio.to_thread(select, among)
+        return tries, first
+
+    async def retry(
+        self, index: int, text: str, stop: bool, again: Verdict, told: Instructions
+    ) -> list[Attempt]:
+        """The retry after `again`'s problems, without examples (the model may have copied
+        them), with firmer instructions if `checks.retry_instruction`: one output with
+        `checks.retry_sampling`, or for lost placeholders `markup_candidates` sampled
+        outputs of one engine request (guided to bring its placeholders back if
+        `checks.markup_guided`: tolk.translation.guide)."""
+        checks, engine = self._checks, self._engine
+        if checks.retry_instruction:
+            told = firmer(engine, told, text, self._source, self._target, again)
+        job = self.job(index, text, told, show_examples=False)
+        sampling, n, regex = checks.retry_sampling, 1, None
+        if "placeholders" in again.problems:
+            if checks.markup_candidates > 1:
+                sampling, n = checks.markup_sampling, checks.markup_candidates
+            if checks.markup_guided:
+                regex = placeholder_regex(text, engine.settings.placeholders)
+        size = self._flow.progress.segments
+        request = engine.generate_n(
+            job.prompt_ids, job.max_tokens, sampling, stop, n, regex, segments=size
+        )
+        return await self._submitted([request], text, job)
+
+    async def _submitted(
+        self, requests: Sequence[Awaitable[list[Generation]]], text: str, job: EngineJob
+    ) -> list[Attempt]:
+        """A try's engine requests, run together, and each of their outputs judged."""
+        progress = self._flow.progress
+        progress.in_flight += 1
+        try:
+            batches = await run_all(requests)
+        finally:
+            progress.in_flight -= 1
+        return [self.judge(text, g, job) for batch in batches for g in batch]
+
+    def job(
+        self, index: int, text: str, told: Instructions, show_examples: bool = True
+    ) -> EngineJob:
+        """The segment's engine request (tolk.translation.jobs) with its glossary terms,
+        `told` and the pair's budget ratio; refused if its prompt leaves no room for the
+        translation in the model's context."""
+        engine, source, target = self._engine, self._source, self._target
+        how = JobSettings(
+            self._glossary.terms(text), told, engine.budgets.ratio(source, target), show_examples
+        )
+        job = build_job(
+            engine.settings,
+            engine.tokenizer,
+            engine.max_model_len,
+            index,
+            text,
+            source,
+            target,
+            how,
+        )
+        if job.max_tokens < min(job.source_tokens, 16) or job.max_tokens < 1:
+            raise PayloadTooLarge(
+                f"segment {index} needs {len(job.prompt_ids)} prompt tokens, which leaves no "
+                f"room for its translation in model '{engine.name}''s context of "
+                f"{engine.max_model_len} tokens; send it with split 'sentences' (the default) "
+                "or in shorter texts",
+                field="text",
+                prompt_tokens=len(job.prompt_ids),
+                max_model_len=engine.max_model_len,
+            )
+        return job
+
+    def judge(self, text: str, generation: Generation, job: EngineJob) -> Attempt:
+        """One output as a translation of `text`, and what the output checks find in it."""
+        target = self._target
+        output, cut = finish(text, generation, target, self._engine.settings.placeholders)
+        verdict = (
+            self._output_checks.check(
+                PLACEHOLDER.sub(" ", text),
+                PLACEHOLDER.sub(" ", output),
+                self._source.tag,
+                target.tag,
+                finish_reason=generation.finish_reason,
+                cut_character=cut,
+                lost_placeholders=lost_placeholders(text, output),
+                examples=job.examples,
+            )
+            if self._checks.enabled
+            else Verdict(("cut_character",) if cut else ())
+        )
+        return Attempt(output, verdict, generation, job.source_tokens)
+
+    def remember(self, key: str | None, translation: str, verdict: Verdict) -> None:
+        """The translation in the segment memory, with what the checks found in it: served
+        again with its flags."""
+        if self._memory is not None and key is not None:
+            self._memory.put(key, translation, verdict.problems)
+
+    def report(self, index: int, text: str, finished: Done) -> Done:
+        """`finished` counted, and told to the request's `on_segment`."""
+        progress = self._flow.progress
+        progress.done += 1
+        on_segment = self._flow.on_segment
+        if on_segment is not None:
+            on_segment(
+                SegmentDone(
+                    self._numbered_from + index,
+                    text,
+                    finished.text,
+                    progress.done,
+                    progress.planned,
+                    progress.in_flight,
+                )
+            )
+        return finished
+
+
+def finish(
+    source_text: str, generation: Generation, target: Lang, syntax: PlaceholderSyntax
+) -> tuple[str, bool]:
+    """The output as a translation, and whether a cut character was removed from it (the
+    budget stopped the model inside a multi-byte character: never returned)."""
+    whole, cut = strip_cut_characters(generation.text, source_text)
+    translation = clean(from_model(source_text, whole, syntax), source_text, target)
+    if "\n" not in source_text:
+        # A line's translation stays one line, or the text's line structure would move.
+        translation = _LINE_BREAKS.sub(" ", translation)
+    return keep_outer_whitespace(source_text, translation), cut
+
+
+def reference_instruction(match: Match) -> str:
+    """A close translation-memory unit as the model's reference."""
+    return (
+        "A similar sentence was translated before; follow its terminology and style where it "
+        f'fits: "{match.source}" was translated as "{match.target}"'
+    )
+
+
+def _alternatives(tries: Sequence[Attempt], chosen: str, wanted: int) -> tuple[str, ...]:
+    """Up to `wanted` outputs of a first try's candidates that passed the checks, distinct
+    and other than the one chosen, in the order they were made (the greedy one first)."""
+    seen = {chosen}
+    out: list[str] = []
+    for attempt in tries:
+        if len(out) == wanted:
+            break
+        if not attempt.verdict.problems and attempt.output.strip() and attempt.output not in seen:
+            seen.add(attempt.output)
+            out.append(attempt.output)
+    return tuple(out)
