@@ -258,7 +258,7 @@ PY
     "${TOLK[@]}" bench run --url http://127.0.0.1:8080 --workload variable --target "$target" \
       --concurrency 32 --duration 20 --warmup 8 --out "$RESULTS/scale-pairs/en-$target"
   done
-  curl -s 127.0.0.1:8080/metrics | grep '^tolk_proxy_requests_total' > "$RESULTS/scale-pairs/proxy.txt"
+  curl -s 127.0.0.1:8080/metrics | grep '^tolk_proxy_\(upstream_\)\?requests_total' > "$RESULTS/scale-pairs/proxy.txt"
   fleet_down
 }
 
