@@ -120,11 +120,11 @@ def test_bench_drives_the_deepl_and_libretranslate_apis(
     data = json.loads((tmp_path / "apis" / "apis.json").read_text())
     assert data["schema"] == "tolk.bench.apis/1"
     assert data["keys"] is True
-    assert [r["path"] for r in data["rounds"]] == ["tolk", "deepl", "libretranslate"]
+    assert [r["path"] for r in data["rounds"]] == ["tolk", "deepl", "libretranslate", "openai"]
     for name, api in data["apis"].items():
         assert api["errors"] == 0, name
         assert api["throughput_ratio"] == pytest.approx(api["rps"] / data["apis"]["tolk"]["rps"])
-    # Every API answered with engine timing, so overhead is measured on all three.
+    # Every API answered with engine timing, so overhead is measured on all four.
     assert all(r["summary"]["overhead_ms"]["p50"] >= 0 for r in data["rounds"])
     assert data["detection"]["texts"] == 20
     assert 0 < data["detection"]["us_per_text"] < 10_000

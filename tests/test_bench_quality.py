@@ -763,3 +763,28 @@ def test_translation_memory_and_alternative_systems_say_so_in_their_requests() -
     assert "translation_memory_id" not in quality.request(plain, unit)[1]
     assert tm.takes(unit)
     assert not tm.takes(markup)  # measured on sentences
+
+
+def test_the_chat_systems_send_what_tolk_recognises_as_the_same_translation() -> None:
+    """`--apis chat,chat-prompt`: OpenAI's chat completions with the pair in the model's
+    name, and with Pot's own prompt (tests/data/chat_apps/pot-openai.json); tolk reads both
+    as the unit's text and pair, so their scores measure the endpoint, not a prompt."""
+    from tolk.wire.chat_prompts import recognise
+
+    unit = Unit("sentence", "en", "de", 0, 'He said "yes".\nThen he left.', "Er sagte ja.")
+    pot = json.loads((Path(__file__).parent / "data/chat_apps/pot-openai.json").read_text())
+    # Pot's prompt names the target only: tolk detects the source, as for its other APIs
+    # asked without one.
+    for api, shape, source in (("chat", "model", "en"), ("chat-prompt", "prompt:pot", None)):
+        path, body = quality.request(quality.System(f"tolk-{api}", api, "u"), unit)
+        assert path == "/v1/chat/completions"
+        found = recognise(body)
+        assert found is not None
+        assert (found.shape, found.texts, found.source, found.target) == (
+            shape, (unit.source,), source, "de"
+        )  # fmt: skip
+    _, sent = quality.request(quality.System("tolk-chat-prompt", "chat-prompt", "u"), unit)
+    assert sent["messages"][0] == pot["body"]["messages"][0]  # Pot's system prompt, verbatim
+    answer = {"choices": [{"message": {"content": '"Er sagte ja."'}}], "usage": {}}
+    system = quality.System("tolk-chat-prompt", "chat-prompt", "u")
+    assert quality.reply(system, answer, {})["output"] == "Er sagte ja."  # as Pot strips it

@@ -1,6 +1,7 @@
 """`tolk bench apis`: the drop-in APIs against tolk's own, on the same texts in one run.
 
-Rounds alternate between the APIs (tolk, DeepL, LibreTranslate) so that drift on a noisy
+Rounds alternate between the APIs (tolk, DeepL, LibreTranslate, OpenAI's chat completions
+with the pair in the model name) so that drift on a noisy
 machine hits each alike. Per API: requests per second, and the service overhead (client
 latency minus the engine time the server reports in Server-Timing) at p50/p95; then each
 drop-in API's throughput as a ratio of tolk's and its added p95 overhead in milliseconds.
@@ -25,7 +26,7 @@ from tolk.bench.stats import summarize
 from tolk.bench.workloads import Workload
 
 SCHEMA = "tolk.bench.apis/1"
-APIS = ("tolk", "deepl", "libretranslate")
+APIS = ("tolk", "deepl", "libretranslate", "openai")
 
 
 def detection_cost(workload: Workload, languages: list[str], repeat: int = 3) -> dict[str, Any]:
@@ -118,8 +119,9 @@ async def run_apis(
 
 def table(results: dict[str, Any]) -> Table:
     keyed = ", with a key" if results["keys"] else ""
+    concurrency = results["concurrency"]
     out = Table(
-        title=f"tolk, DeepL and LibreTranslate APIs, concurrency {results['concurrency']}{keyed}"
+        title=f"tolk, DeepL, LibreTranslate and OpenAI APIs, concurrency {concurrency}{keyed}"
     )
     for header in (
         "api",

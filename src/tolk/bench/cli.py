@@ -106,7 +106,11 @@ def run_command(
         float, typer.Option(help="Seconds between samples of the server's gauges.")
     ] = 0.25,
     api: Annotated[
-        str, typer.Option(help="Which API to drive: tolk, deepl (/v2/translate), libretranslate.")
+        str,
+        typer.Option(
+            help="Which API to drive: tolk, deepl (/v2/translate), libretranslate, openai "
+            "(/v1/chat/completions, the pair in the model name)."
+        ),
     ] = "tolk",
     key: Annotated[
         str | None, typer.Option(help="An API key, sent as the API's clients do.")
@@ -114,8 +118,8 @@ def run_command(
     out: OutOption = None,
 ) -> None:
     """Drive a server at each load level; write results.json, report.md and charts."""
-    if api not in ("tolk", "deepl", "libretranslate"):
-        raise typer.BadParameter("tolk, deepl or libretranslate", param_hint="--api")
+    if api not in ("tolk", "deepl", "libretranslate", "openai"):
+        raise typer.BadParameter("tolk, deepl, libretranslate or openai", param_hint="--api")
     if concurrency and rate:
         raise typer.BadParameter("give --concurrency or --rate, not both")
     if requests is None and duration is None:
@@ -564,7 +568,12 @@ def quality_command(
         typer.Option(help="With --config: only this model (its engine for --openai-start too)."),
     ] = None,
     apis: Annotated[
-        str, typer.Option(help="tolk's APIs measured: any of tolk,deepl,libretranslate.")
+        str,
+        typer.Option(
+            help="tolk's APIs measured: any of tolk,deepl,libretranslate,chat (its OpenAI "
+            "chat completions, the pair in the model's name),chat-prompt (the same sent "
+            "Pot's prompt, which tolk recognises)."
+        ),
     ] = "tolk",
     openai: Annotated[
         str | None,
@@ -677,7 +686,7 @@ def quality_command(
         )
     chosen_apis = [a.strip() for a in apis.split(",") if a.strip()]
     if not chosen_apis or set(chosen_apis) - set(quality.APIS):
-        raise typer.BadParameter(f"'{apis}': any of tolk,deepl,libretranslate", param_hint="--apis")
+        raise typer.BadParameter(f"'{apis}': any of {','.join(quality.APIS)}", param_hint="--apis")
     if sentences < 1 or offset < 0 or concurrency < 1 or alternatives < 0:
         raise typer.BadParameter(
             "--sentences and --concurrency are positive, --offset and --alternatives >= 0"

@@ -99,6 +99,15 @@ def _libretranslate(item: WorkItem) -> dict[str, Any]:
     return {"q": item.text, "source": item.source_lang, "target": item.target_lang, "format": fmt}
 
 
+def _openai(item: WorkItem) -> dict[str, Any]:
+    """A chat completion whose model names the pair (`tolk-en-de`): tolk translates its last
+    user message through the same service (tolk.server.api.openai)."""
+    return {
+        "model": f"tolk-{item.source_lang}-{item.target_lang}",
+        "messages": [{"role": "user", "content": item.text}],
+    }
+
+
 APIS = {
     "tolk": Api("tolk", "/translate", WorkItem.body, lambda k: {"Authorization": f"Bearer {k}"}),
     "deepl": Api(
@@ -106,6 +115,9 @@ APIS = {
     ),
     # LibreTranslate's key travels in the body; a header would not be read.
     "libretranslate": Api("libretranslate", "/translate", _libretranslate, lambda k: {}),
+    "openai": Api(
+        "openai", "/v1/chat/completions", _openai, lambda k: {"Authorization": f"Bearer {k}"}
+    ),
 }
 
 
@@ -125,8 +137,9 @@ def _output_chars(body: dict[str, Any]) -> int:
     if translation is None and "translations" in body:
         translation = [t.get("text", "") for t in body["translations"]]
     if translation is None:
-        choices = body.get("choices") or [{}]
-        translation = choices[0].get("text", "")
+        choice = (body.get("choices") or [{}])[0]
+        message = choice.get("message") or {}  # a chat completion's, else a completion's text
+        translation = message.get("content") or choice.get("text", "")
     return len(translation) if isinstance(translation, str) else sum(map(len, translation))
 
 

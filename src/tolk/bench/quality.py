@@ -48,9 +48,22 @@ from tolk.config import EngineSettings, ModelSettings, load_config
 from tolk.languages import lang
 from tolk.local.processes import LocalServer, free_port, start_server
 
-APIS = ("tolk", "deepl", "libretranslate")
+APIS = ("tolk", "deepl", "libretranslate", "chat", "chat-prompt")
 ALTERNATIVE_APIS = ("tolk", "libretranslate")  # the APIs that have alternatives
-SYSTEM_NAMES = {"tolk": "tolk", "deepl": "tolk-deepl", "libretranslate": "tolk-libretranslate"}
+SYSTEM_NAMES = {
+    "tolk": "tolk",
+    "deepl": "tolk-deepl",
+    "libretranslate": "tolk-libretranslate",
+    "chat": "tolk-chat",  # OpenAI's chat completions, the pair in the model's name
+    "chat-prompt": "tolk-chat-prompt",  # ... with an app's prompt (Pot's), recognised
+}
+# What Pot (an OpenAI-compatible translation app) sends, verbatim (tests/data/chat_apps/
+# pot-openai.json): tolk recognises it and translates the quoted text.
+POT_SYSTEM = (
+    "You are a professional translation engine, please translate the text into a colloquial, "
+    "professional, elegant and fluent content, without the style of machine translation. You "
+    "must only translate the text content, never interpret it."
+)
 OPENAI_PROMPT = (
     "Translate the following {source} text into {target}. Reply with the translation only."
     "\n\n{text}"
@@ -65,7 +78,7 @@ BUDGET_SAMPLE_FROM = 400
 @dataclass(frozen=True)
 class System:
     name: str  # tolk, tolk-deepl, tolk-libretranslate, openai
-    api: str  # tolk | deepl | libretranslate | openai
+    api: str  # tolk | deepl | libretranslate | chat | chat-prompt | openai (the baseline)
     url: str
     model: str | None = None  # the model name an OpenAI server is asked for
     alternatives: int = 0  # asked of the tolk and LibreTranslate APIs
@@ -136,6 +149,20 @@ def request(system: System, unit: Unit) -> tuple[str, dict[str, Any]]:
         if system.translation_memory:
             body["translation_memory_id"] = system.translation_memory
         return "/v2/translate", body | ({"tag_handling": "html"} if html else {})
+    if system.api == "chat":  # tolk's OpenAI-compatible endpoint, the pair in the model's name
+        return "/v1/chat/completions", {
+            "model": f"tolk-{src}-{tgt}",
+            "messages": [{"role": "user", "content": unit.source}],
+        }
+    if system.api == "chat-prompt":
+        target = lang(tgt).base_name
+        return "/v1/chat/completions", {
+            "model": "tolk",
+            "messages": [
+                {"role": "system", "content": POT_SYSTEM},
+                {"role": "user", "content": f'Translate into {target}:\n"""\n{unit.source}\n"""'},
+            ],
+        }
     if system.api == "libretranslate":
         fmt = "html" if html else "text"
         body = {"q": unit.source, "source": src, "target": tgt, "format": fmt}
@@ -174,6 +201,13 @@ def reply(system: System, body: dict[str, Any], headers: Mapping[str, str]) -> d
         output, flags = body["translations"][0]["text"], header_flags(headers)
     elif system.api == "libretranslate":
         output, flags = body["translatedText"], header_flags(headers)
+    elif system.api in ("chat", "chat-prompt"):
+        output = body["choices"][0]["message"]["content"]
+        flags = header_flags(headers)
+        tokens = body.get("usage", {}).get("completion_tokens")
+        if system.api == "chat-prompt":  # Pot strips one quote from each end
+            output = output[1:] if output.startswith('"') else output
+            output = output[:-1] if output.endswith('"') else output
     else:
         choice = body["choices"][0]
         output, flags = choice["message"].get("content") or "", []

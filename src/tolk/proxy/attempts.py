@@ -40,6 +40,11 @@ PASSED_HEADERS = frozenset(
         "x-tolk-error-code",
         "x-tolk-segments",
         "x-tolk-detected-source-lang",
+        # What the drop-in APIs' bodies have no place for: the warnings (a translation tolk
+        # suspects stays flagged through the proxy), memory hits, the chat endpoint's path.
+        "x-tolk-warnings",
+        "x-tolk-memory-segments",
+        "x-tolk-chat",
         *(name.decode() for name, _ in CORS),
     }
 )

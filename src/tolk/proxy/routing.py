@@ -7,15 +7,17 @@ from __future__ import annotations
 import json
 from collections import OrderedDict
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Any
 from urllib.parse import parse_qs
 
+import langcodes
 from fastapi import Request
 from starlette.formparsers import MultiPartException
 from starlette.types import Message
 
 from tolk.errors import InvalidLanguage
-from tolk.languages import request_lang
+from tolk.languages import lang, request_lang
 from tolk.wire.bodies import InvalidInput, loads
 from tolk.wire.codes import from_libretranslate
 
@@ -57,21 +59,34 @@ def _fields(body: bytes, media: str, query: str) -> dict[str, Any] | None:
 
 def route_of(body: bytes, media: str = "application/json", query: str = "") -> Route | None:
     """The language pair (normalised tags) and model of a translate body of any of the
-    three APIs (tolk and DeepL: source_lang/target_lang; LibreTranslate: source/target);
-    None when it is not a well-formed request (an upstream will say what is wrong)."""
+    servers' APIs; None when it is not a well-formed request naming one (an upstream will
+    say what is wrong, or find the pair in it: a chat's prompt)."""
     data = _fields(body, media, query)
     return None if data is None else route_of_fields(data)
 
 
+# A chat completion's model named `tolk-<target>` or `tolk-<source>-<target>` carries its pair
+# (tolk.server.api.openai); `tolk` alone is the server's first model.
+CHAT_ALIAS = "tolk"
+
+
 def route_of_fields(data: dict[str, Any]) -> Route | None:
-    """The pair and model of a request's parameters, read by any of the three APIs' names."""
-    source = data.get("source_lang", data.get("source"))
-    target = data.get("target_lang", data.get("target"))
+    """The pair and model of a request's parameters, read by each API's names: tolk's,
+    DeepL's, DeepLX's and Immersive Translate's `source_lang`/`target_lang`, LibreTranslate's
+    `source`/`target`, KISS Translator's `from`/`to`; a chat completion's model name
+    (`tolk-en-de`) or its `translation_options` (Qwen-MT's: codes or English names)."""
     model = data.get("model")
+    if "messages" in data:
+        return _chat_route(data, model if isinstance(model, str) else None)
+    if "target_lang" in data:
+        source, target, read = data.get("source_lang"), data["target_lang"], request_lang
+    elif "to" in data:
+        source, target, read = data.get("from"), data["to"], request_lang
+    else:
+        # LibreTranslate's fields take its aliases (zh, zt, pb, iw, no), as the server reads them.
+        source, target, read = data.get("source"), data.get("target"), from_libretranslate
     if not isinstance(target, str) or not (source is None or isinstance(source, str)):
         return None
-    # LibreTranslate's fields take its aliases (zh, zt, pb, iw, no), as the server reads them.
-    read = from_libretranslate if "target_lang" not in data else request_lang
     try:
         s = None
         if source is not None and source.strip().lower() not in ("", "auto"):
@@ -80,6 +95,44 @@ def route_of_fields(data: dict[str, Any]) -> Route | None:
     except InvalidLanguage:
         return None
     return Route(s, t, model if isinstance(model, str) else None)
+
+
+def _chat_route(data: dict[str, Any], model: str | None) -> Route | None:
+    """A chat completion's pair: its model's name (`tolk-<target>`, `tolk-<source>-<target>`),
+    else its `translation_options`; a language no code or name resolves gives no pair (the
+    upstream explains). A served model named `tolk-...` would be read as a pair here."""
+    if model is not None and model.startswith(CHAT_ALIAS + "-"):
+        tags = [_language(part) for part in model[len(CHAT_ALIAS) + 1 :].split("-")]
+        if len(tags) > 2 or None in tags:
+            return None
+        return Route(tags[0] if len(tags) == 2 else None, str(tags[-1]), None)
+    options = data.get("translation_options")
+    if not isinstance(options, dict):
+        return None
+    source, target = options.get("source_lang"), options.get("target_lang")
+    if not isinstance(target, str) or not (source is None or isinstance(source, str)):
+        return None
+    auto = source is None or source.strip().lower() in ("", "auto")
+    s, t = None if auto else _language(str(source)), _language(target)
+    if t is None or (s is None and not auto):
+        return None
+    return Route(s, t, None if model == CHAT_ALIAS else model)
+
+
+@lru_cache(maxsize=1024)
+def _language(name: str) -> str | None:
+    """The tag of a code (`de`, `zh-Hans`) or an English name (`German`, `Simplified
+    Chinese`), as Qwen-MT's `translation_options` name languages; None for neither."""
+    try:
+        return request_lang(name, "target_lang").tag
+    except InvalidLanguage:
+        pass
+    if not 0 < len(name) <= 64:
+        return None
+    try:
+        return lang(langcodes.find(name).to_tag()).tag
+    except (LookupError, ValueError):
+        return None
 
 
 MAX_STICKY = 10_000

@@ -37,7 +37,10 @@ from tolk.server.api import (
     deepl_memories,
     deepl_style_rules,
     deepl_write,
+    deeplx,
+    extensions,
     libretranslate,
+    openai,
     web,
 )
 from tolk.server.api.tolk import router
@@ -258,6 +261,9 @@ def create_app(config: TolkConfig, *, starter: LLMStarter | None = None) -> Fast
         deepl_style_rules.router,
         deepl_write.router,
         libretranslate.router,
+        deeplx.router,
+        extensions.router,
+        openai.router,
     )
     for api in (router, *apis, web.router):
         app.include_router(api)

@@ -1,12 +1,13 @@
 """The gateway: what every translating endpoint does around the translation service,
 whatever API it speaks, behind a few verbs (`translate`, `translate_groups`,
-`translate_file`, `detect`): refuse while draining, check the caller's rate and reserve its
+`translate_file`, `detect`, `chat`): refuse while draining, check the caller's rate and reserve its
 characters of the caller's quota, run the work under the lifecycle's guard (a client that
 leaves aborts its engine requests) in the caller's partition of the segment memory, settle
 the reservation into usage (or release it), count metrics. It also resolves callers (each
 API reads the key where its clients send it: the dependencies below), and bounds deadlines.
 
-Handlers read as parse -> gateway -> shape: they parse their API's request into a
+`chat` serves a conversation that is not a translation (OpenAI's endpoint) under the same
+admission. Handlers read as parse -> gateway -> shape: they parse their API's request into a
 TranslationRequest (and texts, or an Upload), hand it to a verb with the caller, and shape
 the result as their clients expect. They get the gateway, and whatever else they read (the
 model pool for language lists, the key store for glossaries and style rules), as FastAPI
@@ -41,6 +42,7 @@ from tolk.server.metrics import ServiceMetrics
 from tolk.server.params import ParamsDep
 from tolk.tm import TranslationMemories
 from tolk.translation import Translation, Translator
+from tolk.translation.chat import ChatCompletion, ChatRequest
 from tolk.translation.files import (
     FileType,
     TranslatedFile,
@@ -277,6 +279,21 @@ class Gateway:
         )
         self._record(request, done.translation, 1)
         return done
+
+    async def chat(
+        self, request: Request, caller: Caller, model: str | None, asked: ChatRequest
+    ) -> ChatCompletion:
+        """A plain chat completion (OpenAI's endpoint, for a prompt that is not a
+        translation), admitted for its conversation's characters as a translation is."""
+        characters = sum(len(m.content) for m in asked.messages)
+        result = await self._admitted(
+            request, caller, characters, lambda: self._translator.chat(model, asked)
+        )
+        request.state.engine_seconds = result.engine_seconds
+        request.state.model = result.model
+        self._metrics.texts.labels(result.model).inc()
+        self._metrics.characters.labels(result.model).inc(characters)
+        return result
 
     def detect(self, texts: Sequence[str], caller: Caller | None = None) -> list[Detection]:
         """Each text's language. With a caller, a request of its own: refused while

@@ -35,6 +35,8 @@ from tolk.errors import InvalidRequest, UnknownGlossary, UnknownTranslationMemor
 from tolk.languages import Lang, lang, request_lang
 from tolk.memory import SegmentMemory, memory_key, model_revision
 from tolk.tm import TranslationMemories
+from tolk.translation import chat
+from tolk.translation.chat import ChatCompletion, ChatRequest
 from tolk.translation.checks import OutputChecks
 from tolk.translation.document import Document
 from tolk.translation.fidelity import CheckCounts, TextWarning
@@ -117,6 +119,14 @@ class Translator:
 
     def close(self) -> None:
         self._prepare.shutdown(wait=False, cancel_futures=True)
+
+    async def chat(self, model: str | None, asked: ChatRequest) -> ChatCompletion:
+        """A plain chat completion (tolk.translation.chat) by `model` (default: the first
+        configured), its conversation rendered off the loop, all of it under its deadline."""
+        engine = self.pool.get(model) if model else self.pool.engines[0]
+        async with deadline_of(asked.deadline):
+            ids = await self.offload(chat.prompt_ids, engine, asked.messages)
+            return await chat.complete(engine, ids, asked)
 
     def detect(self, texts: Sequence[str]) -> list[Detection]:
         return self.detector.detect_all(texts)

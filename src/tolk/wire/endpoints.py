@@ -1,7 +1,9 @@
-"""Which API a request speaks, so one server answers tolk's, DeepL's and LibreTranslate's.
+"""Which API a request speaks, so one server answers tolk's, DeepL's, LibreTranslate's and
+OpenAI's.
 
-DeepL's API lives under `/v2/`. LibreTranslate's is served at the server's root, as
-LibreTranslate itself serves it, so an app's URL setting is just the server's address; two
+DeepL's API lives under `/v2/`, OpenAI's (chat completions that translate) under `/v1/`.
+LibreTranslate's is served at the server's root, as LibreTranslate itself serves it, so an
+app's URL setting is just the server's address; two
 of its paths are also tolk's own (`POST /translate`, `POST /detect`), told apart by the
 request: a LibreTranslate client sends `q` (in a JSON body, a form, or the query string) or
 a form, tolk's clients JSON with `text`. A LibreTranslate request is routed to the
@@ -31,6 +33,18 @@ FILE_PATHS = frozenset({"/translate/file", "/v2/document", "/translate_file"})
 # DeepL's glossary writes: dictionaries of up to 10 MB, so bodies as large as a file's.
 GLOSSARY_PATHS = re.compile(r"^/v[23]/glossaries(?:/|$)")
 LIBRETRANSLATE_PREFIX = "/libretranslate"
+# The translation apps' own APIs (tolk.server.api.deeplx and .extensions): DeepLX's, Immersive
+# Translate's and KISS Translator's, each under a prefix of its own.
+APP_PREFIXES = ("/deeplx/", "/immersive/", "/kiss/")
+APP_TRANSLATING_PATHS = frozenset(
+    {
+        "/deeplx/translate",
+        "/deeplx/v1/translate",
+        "/deeplx/v2/translate",
+        "/immersive/translate",
+        "/kiss/translate",
+    }
+)
 # Translation requests: refused first when the server is full (server.middleware.Shedding).
 TRANSLATING_PATHS = FILE_PATHS | {
     "/translate",
@@ -38,12 +52,22 @@ TRANSLATING_PATHS = FILE_PATHS | {
     "/v2/write/rephrase",
     "/v2/write/correct",
     "/libretranslate/translate",
+    "/v1/chat/completions",
+    *APP_TRANSLATING_PATHS,
 }
 # What the servers answer and a proxy forwards (anything else is the proxy's own or its 404).
 UPSTREAM_PATHS = frozenset(
     {"/", "/detect", "/translate/file", *SHARED_PATHS, *LIBRETRANSLATE_PATHS}
 )
-UPSTREAM_PREFIXES = ("/v2/", "/v3/", "/download_file/", "/static/", LIBRETRANSLATE_PREFIX + "/")
+UPSTREAM_PREFIXES = (
+    "/v1/",
+    "/v2/",
+    "/v3/",
+    "/download_file/",
+    "/static/",
+    LIBRETRANSLATE_PREFIX + "/",
+    *APP_PREFIXES,
+)
 # Uploads whose answer names a document made on the server that answered (a proxy keeps
 # that server for the document's later calls, STICKY).
 DOCUMENT_UPLOADS = frozenset({"/v2/document", "/translate_file"})
@@ -84,6 +108,10 @@ def api_of_path(path: str) -> Api | None:
     """The API a path belongs to; None for the two shared paths (the request tells)."""
     if path.startswith(("/v2/", "/v3/")):
         return "deepl"
+    if path.startswith("/v1/"):
+        return "openai"
+    if path.startswith("/deeplx/"):
+        return "deeplx"
     if (
         path in LIBRETRANSLATE_PATHS
         or path.startswith("/download_file/")

@@ -31,7 +31,7 @@ _HTTP_CODES = {
 }
 
 
-Api = Literal["tolk", "deepl", "libretranslate"]
+Api = Literal["tolk", "deepl", "libretranslate", "openai", "deeplx"]
 ERROR_CODE_HEADER = "X-Tolk-Error-Code"
 
 
@@ -117,10 +117,68 @@ class LibreTranslateShape(_Mapped):
         return {"error": f"Slowdown: {message}" if status == 429 else message}
 
 
+class OpenAIShape(_Mapped):
+    """OpenAI's `{"error": {"message", "type", "param", "code"}}`, as its clients (the `openai`
+    libraries, and every app built on them) parse it: 401 for a key, 404 for an unknown
+    model, 429 for a rate or a spent quota, tolk's 503 with Retry-After for overload (the
+    clients retry both). tolk's code stays in `code` and in the X-Tolk-Error-Code header."""
+
+    statuses: ClassVar[dict[str, int]] = {
+        "invalid_request": 400,
+        "key_required": 401,
+        "invalid_key": 401,
+        "unknown_model": 404,
+        "rate_limited": 429,
+        "quota_exceeded": 429,
+    }
+    TYPES: ClassVar[dict[int, str]] = {
+        401: "authentication_error",
+        403: "permission_error",
+        404: "not_found_error",
+        429: "rate_limit_error",
+    }
+
+    def body(
+        self,
+        status: int,
+        code: str,
+        message: str,
+        request_id: str | None,
+        details: dict[str, Any],
+    ) -> dict[str, Any]:
+        kind = "server_error" if status >= 500 else self.TYPES.get(status, "invalid_request_error")
+        if code == "quota_exceeded":
+            kind = "insufficient_quota"
+        problems = details.get("problems") or []
+        param = problems[0]["field"] if problems else details.get("param")
+        openai_code = "model_not_found" if code == "unknown_model" else code
+        return {"error": {"message": message, "type": kind, "param": param, "code": openai_code}}
+
+
+class DeepLXShape(_Mapped):
+    """DeepLX's `{"code": <status>, "message"}` with that status; a missing or wrong key is
+    its 401 (tolk.server.api.deeplx). Refusals made before a route (a body over the limit,
+    a full server) take it too."""
+
+    statuses: ClassVar[dict[str, int]] = {"key_required": 401, "invalid_key": 401}
+
+    def body(
+        self,
+        status: int,
+        code: str,
+        message: str,
+        request_id: str | None,
+        details: dict[str, Any],
+    ) -> dict[str, Any]:
+        return {"code": status, "message": message}
+
+
 SHAPES: dict[Api, ErrorShape] = {
     "tolk": ErrorShape(),
     "deepl": DeepLShape(),
     "libretranslate": LibreTranslateShape(),
+    "openai": OpenAIShape(),
+    "deeplx": DeepLXShape(),
 }
 
 
