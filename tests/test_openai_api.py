@@ -16,7 +16,7 @@ import openai
 import pytest
 
 from tests.conftest import MainKeys, http_client
-from tests.helpers import InProcessServer, ServerProcess
+from tests.helpers import InProcessServer, ServerProcess, model_config, server_config
 
 APPS = Path(__file__).parent / "data" / "chat_apps"
 
@@ -196,6 +196,49 @@ async def test_standin_a_spent_quota_is_a_429_the_client_reads(
                 messages=[{"role": "user", "content": "More than twenty characters, surely."}],
             )
     assert body_of(spent)["type"] == "insufficient_quota"
+
+
+async def test_standin_at_capacity_a_503_with_retry_after_the_client_reads(
+    test_model: Path,
+) -> None:
+    """One sequence at a time and none waiting; a chat completion holds it (the stand-in
+    takes 20 ms a token); the next request is refused at once, 503 with Retry-After, which
+    the official client raises (and, with retries on, waits out)."""
+    import asyncio
+
+    from tolk.local.processes import free_port
+
+    model = model_config(
+        "demo", test_model, languages=["en", "de"], engine={"max_num_seqs": 1, "max_waiting": 0}
+    )
+    server = InProcessServer(server_config([model], free_port()), seconds_per_token=0.02)
+    try:
+        async with openai.AsyncOpenAI(
+            base_url=f"{server.url}/v1", api_key="k", max_retries=0
+        ) as busy:
+            first = asyncio.create_task(
+                busy.chat.completions.create(
+                    model="demo", messages=[{"role": "user", "content": "Hi"}], max_tokens=150
+                )
+            )
+            app: Any = server.server.config.app
+            pool = app.state.pool
+            while pool.requests_inside < 1:  # the first is inside: the one place is taken
+                assert not first.done(), first
+                await asyncio.sleep(0.01)
+            with pytest.raises(openai.InternalServerError) as refused:
+                await busy.chat.completions.create(
+                    model="tolk-en-de", messages=[{"role": "user", "content": "Hello."}]
+                )
+            assert refused.value.status_code == 503
+            assert int(refused.value.response.headers["retry-after"]) >= 1
+            assert body_of(refused)["code"] == "overloaded"
+            assert body_of(refused)["type"] == "server_error"
+            usage = (await first).usage
+            assert usage is not None
+            assert usage.completion_tokens == 150
+    finally:
+        server.stop()
 
 
 # --- what the apps send --------------------------------------------------------------------

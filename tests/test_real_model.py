@@ -11,6 +11,7 @@ metrics, never passed off as good.
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Iterator
 from pathlib import Path
@@ -272,3 +273,76 @@ def test_markup_whose_placeholders_are_lost_is_retried_with_sampled_candidates(
     assert outputs - requests >= 3, (before, after)
     codes = {w["code"] for w in out["warnings"]}
     assert codes & {"markup_dropped", "markup_split", "untranslated"}, out
+
+
+# --- The translation apps' own requests (tests/data/chat_apps), on the real model ---------
+
+APPS = Path(__file__).parent / "data" / "chat_apps"
+# Where tolk serves what each recorded app calls (the apps' paths are the user's to set).
+APP_PATHS = {"deeplx": "/deeplx/translate", "immersive": "/immersive/translate",
+             "kiss-custom": "/kiss/translate"}  # fmt: skip
+
+
+def _app_path(name: str, recorded: str) -> str | None:
+    if recorded.endswith("/chat/completions"):
+        return "/v1/chat/completions"
+    return next((p for prefix, p in APP_PATHS.items() if name.startswith(prefix)), None)
+
+
+def _streamed(text: str) -> str:
+    parts = []
+    for line in text.splitlines():
+        data = line.removeprefix("data: ")
+        if line.startswith("data: ") and data != "[DONE]":
+            parts += [c["delta"].get("content") or "" for c in json.loads(data)["choices"]]
+    return "".join(parts)
+
+
+def _translations(response: httpx.Response, streamed: bool) -> list[str]:
+    """What the app reads as its translations, from tolk's answer in the app's own form."""
+    if "x-tolk-chat" not in response.headers:  # DeepLX, Immersive, KISS's custom API
+        body = response.json()
+        if isinstance(body, list):
+            return [t["text"] for t in body]
+        if "translations" in body:
+            return [t["text"] for t in body["translations"]]
+        return [body.get("data", body.get("text"))]
+    content = (
+        _streamed(response.text)
+        if streamed
+        else response.json()["choices"][0]["message"]["content"]
+    )
+    shape = response.headers["x-tolk-chat"].rpartition("shape=")[2]
+    if shape == "weblate-parts":
+        return re.split(r"\n *==WEBLATE_PART== *\n", content)
+    if shape == "weblate-json":
+        return [t if isinstance(t, str) else "".join(p.get("text", "") for p in t["parts"])
+                for t in json.loads(content)]  # fmt: skip
+    if shape == "kiss-batch":
+        return [t["text"] for t in json.loads(content)["translations"]]
+    return [content.strip().strip('"')]
+
+
+@pytest.mark.slow
+def test_every_apps_recorded_request_gets_german_from_the_real_model(real_server: str) -> None:
+    """Each app's exact request (its body, the model name the user picks: the served one)
+    comes back in the form the app reads, in German, not the source echoed."""
+    detector = Detector(["en", "de", "fr", "es", "zh", "ne"])
+    checked = []
+    for path in sorted(APPS.glob("*.json")):
+        recording = json.loads(path.read_text())
+        where = _app_path(path.stem, recording["path"])
+        if where is None:  # Bob 4's Responses API, Zotero's DeepL JSON-RPC: not served
+            continue
+        body = dict(recording["body"])
+        if "messages" in body:
+            body["model"] = "qwen"
+        response = httpx.post(f"{real_server}{where}", json=body, timeout=600)
+        assert response.status_code == 200, (path.name, response.text)
+        found = _translations(response, bool(body.get("stream")))
+        joined = " ".join(found)
+        assert detector.detect(joined).language == "de", (path.name, found)
+        sent = json.dumps(body, ensure_ascii=False)
+        assert not all(t.strip() and t.strip() in sent for t in found), (path.name, found)
+        checked.append(path.stem)
+    assert len(checked) >= 18  # every chat, DeepLX and custom-API recording
