@@ -42,7 +42,7 @@ from tolk.server.metrics import ServiceMetrics
 from tolk.server.params import ParamsDep
 from tolk.tm import TranslationMemories
 from tolk.translation import Translation, Translator
-from tolk.translation.chat import ChatCompletion, ChatRequest
+from tolk.translation.chat import ChatCompletion
 from tolk.translation.files import (
     FileType,
     TranslatedFile,
@@ -51,7 +51,7 @@ from tolk.translation.files import (
     file_type,
     translate_file,
 )
-from tolk.translation.request import MemoryMode, TranslationRequest
+from tolk.translation.request import ChatRequest, MemoryMode, TranslationRequest
 from tolk.translation.results import OnSegment, Usage
 from tolk.translation.service import run_all
 from tolk.wire.asgi import CLIENT_CLOSED

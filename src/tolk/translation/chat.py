@@ -18,24 +18,7 @@ from typing import Any
 from tolk.config import SamplingSettings
 from tolk.engine import ModelEngine
 from tolk.errors import PayloadTooLarge
-
-
-@dataclass(frozen=True)
-class ChatMessage:
-    role: str
-    content: str
-
-
-@dataclass(frozen=True, kw_only=True)
-class ChatRequest:
-    """A plain chat completion: the conversation, the decoding asked for (None: the model's
-    configured sampling), the most tokens to write (None: what the context leaves)."""
-
-    messages: Sequence[ChatMessage]
-    deadline: float
-    max_tokens: int | None = None
-    temperature: float | None = None
-    top_p: float | None = None
+from tolk.translation.request import ChatMessage, ChatRequest
 
 
 @dataclass(frozen=True)

@@ -1,5 +1,7 @@
 """What a translation asks for, whatever API it came through: one frozen value the APIs
-build and the service reads (tolk.translation.service.Translator)."""
+build and the service reads (tolk.translation.service.Translator); and what a plain chat
+completion asks for (OpenAI's endpoint, for a conversation that is not a translation:
+tolk.translation.chat)."""
 
 from __future__ import annotations
 
@@ -56,3 +58,21 @@ class TranslationRequest:
     alternatives: int = 0
     memory: MemoryMode = "use"
     translation_memory: MemoryRequest | None = None
+
+
+@dataclass(frozen=True)
+class ChatMessage:
+    role: str
+    content: str
+
+
+@dataclass(frozen=True, kw_only=True)
+class ChatRequest:
+    """A plain chat completion: the conversation, the decoding asked for (None: the model's
+    configured sampling), the most tokens to write (None: what the context leaves)."""
+
+    messages: Sequence[ChatMessage]
+    deadline: float
+    max_tokens: int | None = None
+    temperature: float | None = None
+    top_p: float | None = None

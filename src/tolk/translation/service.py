@@ -36,7 +36,7 @@ from tolk.languages import Lang, lang, request_lang
 from tolk.memory import SegmentMemory, memory_key, model_revision
 from tolk.tm import TranslationMemories
 from tolk.translation import chat
-from tolk.translation.chat import ChatCompletion, ChatRequest
+from tolk.translation.chat import ChatCompletion
 from tolk.translation.checks import OutputChecks
 from tolk.translation.document import Document
 from tolk.translation.fidelity import CheckCounts, TextWarning
@@ -52,7 +52,7 @@ from tolk.translation.policy import (
     instructions_for,
     work_deadline,
 )
-from tolk.translation.request import GlossaryRequest, MemoryRequest, TranslationRequest
+from tolk.translation.request import ChatRequest, GlossaryRequest, MemoryRequest, TranslationRequest
 from tolk.translation.results import OnSegment, Translation, Usage, merge
 from tolk.translation.run import Flow, Progress, Routed, SegmentRun, run_all
 from tolk.translation.segment import Counter, ManyCounter, Segmented, SplitMode, segment

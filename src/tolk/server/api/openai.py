@@ -30,8 +30,7 @@ from tolk.errors import InvalidLanguage, InvalidRequest, UnknownModel
 from tolk.server.access import Caller
 from tolk.server.gateway import Gateway, GatewayDep, PoolDep, bearer_key
 from tolk.server.params import CheckedRoute
-from tolk.translation.chat import ChatMessage, ChatRequest
-from tolk.translation.request import GlossaryRequest, TranslationRequest
+from tolk.translation.request import ChatMessage, ChatRequest, GlossaryRequest, TranslationRequest
 from tolk.wire.chat_prompts import (
     ChatTranslation,
     ChatTranslationError,
