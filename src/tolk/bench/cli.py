@@ -491,18 +491,15 @@ def overload_command(
     chosen: overload.Client = "lean" if client == "lean" else "aiohttp"
 
     async def start(out_dir: Path, progress: Progress) -> dict[str, Any]:
-        return await overload.measure(
-            url,
-            load(workload, items, seed),
-            capacity,
-            factor,
-            waves,
-            load("documents", items, seed) if documents_seconds > 0 else None,
-            documents_seconds,
-            documents_concurrency,
-            progress=progress.console.log,
-            client=chosen,
+        documents = None
+        if documents_seconds > 0:
+            documents = overload.DocumentsLoad(
+                load("documents", items, seed), documents_seconds, documents_concurrency
+            )
+        plan = overload.OverloadPlan(
+            url, load(workload, items, seed), capacity, factor, waves, documents, chosen
         )
+        return await overload.measure(plan, progress.console.log)
 
     measured("overload", out, start, overload.table, overload.write)
 
@@ -555,6 +552,51 @@ def _quality_compare(a: Path, b: Path, out: Path | None) -> None:
     out_dir = out_dir_for(out, "quality-compare")
     written = quality_report.write_compare(comparison, out_dir)
     show(quality_report.compare_table(comparison), written)
+
+
+def _quality_variants(variants: str, config: Path | None) -> list[str]:
+    """--variants as a list: known names, each once, and only where tolk is started here."""
+    from tolk.bench import quality_speed
+
+    chosen = [v.strip() for v in variants.split(",") if v.strip()]
+    if set(chosen) - set(quality_speed.VARIANTS) or len(set(chosen)) < len(chosen):
+        raise typer.BadParameter(
+            f"'{variants}': any of {','.join(quality_speed.VARIANTS)}, each once",
+            param_hint="--variants",
+        )
+    if chosen and not config:
+        raise typer.BadParameter("--variants starts tolk itself: give --config, not --url")
+    return chosen
+
+
+def _quality_units(
+    folder: Path,
+    pairs: str,
+    sentences: int,
+    offset: int,
+    markup_sentences: int,
+    document_chars: int | bool | None,
+) -> tuple[list[Any], list[tuple[str, str]], set[str]]:
+    """The units measured (sentences, then markup units per format and en-X pair when
+    `markup_sentences`, then the articles unless `document_chars` is False), the pairs and
+    the languages the data has."""
+    from tolk.bench import quality_data
+
+    try:
+        chosen_pairs = quality_data.parse_pairs(pairs)
+        units = quality_data.sentences(folder, chosen_pairs, sentences, offset)
+        languages = set(quality_data.language_files(folder))
+    except (ValueError, OSError) as exc:
+        raise typer.BadParameter(str(exc)) from exc
+    if markup_sentences:
+        targets = [t for s, t in chosen_pairs if s == "en"]
+        if not targets or "en" not in languages:
+            raise typer.BadParameter("--markup is made from English: give an en-X pair")
+        english = quality_data.read_lines(quality_data.language_files(folder)["en"])
+        units += quality_data.markup_units(english, targets, markup_sentences, offset)
+    if document_chars is not False:
+        units += quality_data.documents(document_chars or None)
+    return units, chosen_pairs, languages
 
 
 @app.command("quality")
@@ -671,7 +713,7 @@ def quality_command(
 ) -> None:
     """Translation quality on human references: chrF++ and BLEU with 95% intervals, failure
     rates (off-target, echo, loop, cut, truncated, empty), tolk's flags, latency and tokens."""
-    from tolk.bench import quality, quality_data, quality_report, quality_speed
+    from tolk.bench import quality, quality_data, quality_report
 
     if compare is not None:
         _quality_compare(*compare, out)
@@ -691,35 +733,16 @@ def quality_command(
         raise typer.BadParameter(
             "--sentences and --concurrency are positive, --offset and --alternatives >= 0"
         )
-    chosen_variants = [v.strip() for v in variants.split(",") if v.strip()]
-    if set(chosen_variants) - set(quality_speed.VARIANTS) or len(set(chosen_variants)) < len(
-        chosen_variants
-    ):
-        raise typer.BadParameter(
-            f"'{variants}': any of {','.join(quality_speed.VARIANTS)}, each once",
-            param_hint="--variants",
-        )
-    if chosen_variants and not config:
-        raise typer.BadParameter("--variants starts tolk itself: give --config, not --url")
+    chosen_variants = _quality_variants(variants, config)
     if rounds < 1:
         raise typer.BadParameter("--rounds is positive")
     if alternatives and not set(chosen_apis) & set(quality.ALTERNATIVE_APIS):
         raise typer.BadParameter("--alternatives needs --apis tolk or libretranslate")
     folder = data or quality_data.DEFAULT_DATA
-    try:
-        chosen_pairs = quality_data.parse_pairs(pairs)
-        units = quality_data.sentences(folder, chosen_pairs, sentences, offset)
-        languages = set(quality_data.language_files(folder))
-    except (ValueError, OSError) as exc:
-        raise typer.BadParameter(str(exc)) from exc
-    if markup:
-        targets = [t for s, t in chosen_pairs if s == "en"]
-        if not targets or "en" not in languages:
-            raise typer.BadParameter("--markup is made from English: give an en-X pair")
-        english = quality_data.read_lines(quality_data.language_files(folder)["en"])
-        units += quality_data.markup_units(english, targets, markup_sentences, offset)
-    if documents:
-        units += quality_data.documents(document_chars or None)
+    units, chosen_pairs, languages = _quality_units(
+        folder, pairs, sentences, offset, markup_sentences if markup else 0,
+        (document_chars or None) if documents else False,
+    )  # fmt: skip
     warnings = []
     if data is None and offset + sentences > quality.BUDGET_SAMPLE_FROM:
         warnings.append(

@@ -28,6 +28,7 @@ import itertools
 import math
 import time
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
@@ -116,83 +117,107 @@ def stall_summary(before: dict[float, float], after: dict[float, float]) -> dict
     }
 
 
-async def measure(
-    url: str,
-    workload: Workload,
-    capacity: int,
-    factor: float,
-    waves: int,
-    documents: Workload | None,
-    documents_seconds: float,
-    documents_concurrency: int,
-    progress: Progress,
-    client: Client = "lean",
-) -> dict[str, Any]:
-    burst = math.ceil(capacity * factor)
-    items = itertools.cycle(workload.items)
-    baseline: list[RequestRecord] = []
-    bursts: list[RequestRecord] = []
-    floor: list[float] = []
+@dataclass(frozen=True)
+class DocumentsLoad:
+    """Whole documents in a closed loop after the waves, for the event loop's stalls."""
+
+    workload: Workload
+    seconds: float
+    concurrency: int
+
+
+@dataclass(frozen=True)
+class OverloadPlan:
+    url: str
+    workload: Workload
+    capacity: int
+    factor: float
+    waves: int
+    documents: DocumentsLoad | None = None
+    client: Client = "lean"
+
+    @property
+    def burst(self) -> int:
+        return math.ceil(self.capacity * self.factor)
+
+
+@dataclass
+class _Waves:
+    baseline: list[RequestRecord]
+    bursts: list[RequestRecord]
+    floor: list[float]
+
+
+async def _waves(plan: OverloadPlan, session: Any, progress: Progress) -> _Waves:
+    """Each wave: `capacity` requests, then `burst`, then `capacity` beside the excess as
+    GET /health (the cheapest answer the server gives under the same load, a refusal's
+    floor); one wave of `capacity` first, to fill caches."""
+    items = itertools.cycle(plan.workload.items)
+    found = _Waves([], [], [])
 
     def take(n: int) -> list[WorkItem]:
         return [next(items) for _ in range(n)]
 
-    async with make_client(url, connections=burst, timeout=600) as session:
-        sender = _Lean(url) if client == "lean" else _Pooled(session)
-        await sender.wave(take(capacity))  # warm-up: caches filled
-        for number in range(waves):
-            progress(f"wave {number + 1}/{waves}: {capacity} requests, then {burst}")
-            baseline += await sender.wave(take(capacity))
-            bursts += await sender.wave(take(burst))
-            # `capacity` translations and, at the same moment, the excess as GET /health:
-            # the cheapest answer the server gives under the same load, a refusal's floor.
-            floor += await sender.floor(take(capacity), burst - capacity)
-        stalls: dict[str, Any] = {}
-        if documents is not None:
-            progress(f"documents workload for {documents_seconds:g} s: loop stalls")
-            before = await _stalls(session)
-            records, seconds = await closed_loop(
-                session,
-                itertools.cycle(documents.items),
-                documents_concurrency,
-                duration=documents_seconds,
-            )
-            after = await _stalls(session)
-            stalls = {
-                "workload": documents.describe(),
-                "concurrency": documents_concurrency,
-                "seconds": round(seconds, 1),
-                "requests": len(records),
-                "ok": sum(r.ok for r in records),
-                # Two large documents can together hold more places than the capacity.
-                "refused": sum(r.status == 503 for r in records),
-                **stall_summary(before, after),
-            }
-    refused = [r.latency for r in bursts if r.status in (503, 429)]
-    admitted_burst = [r.latency for r in bursts if r.ok]
-    admitted_base = [r.latency for r in baseline if r.ok]
+    sender = _Lean(plan.url) if plan.client == "lean" else _Pooled(session)
+    await sender.wave(take(plan.capacity))  # warm-up: caches filled
+    for number in range(plan.waves):
+        progress(f"wave {number + 1}/{plan.waves}: {plan.capacity} requests, then {plan.burst}")
+        found.baseline += await sender.wave(take(plan.capacity))
+        found.bursts += await sender.wave(take(plan.burst))
+        found.floor += await sender.floor(take(plan.capacity), plan.burst - plan.capacity)
+    return found
+
+
+async def _document_stalls(docs: DocumentsLoad, session: Any, progress: Progress) -> dict[str, Any]:
+    progress(f"documents workload for {docs.seconds:g} s: loop stalls")
+    before = await _stalls(session)
+    records, seconds = await closed_loop(
+        session, itertools.cycle(docs.workload.items), docs.concurrency, duration=docs.seconds
+    )
+    after = await _stalls(session)
+    return {
+        "workload": docs.workload.describe(),
+        "concurrency": docs.concurrency,
+        "seconds": round(seconds, 1),
+        "requests": len(records),
+        "ok": sum(r.ok for r in records),
+        # Two large documents can together hold more places than the capacity.
+        "refused": sum(r.status == 503 for r in records),
+        **stall_summary(before, after),
+    }
+
+
+def _latencies(records: list[RequestRecord], refused: bool = False) -> list[float]:
+    if refused:
+        return [r.latency for r in records if r.status in (503, 429)]
+    return [r.latency for r in records if r.ok]
+
+
+def _summary(plan: OverloadPlan, found: _Waves) -> dict[str, Any]:
+    refused = _latencies(found.bursts, refused=True)
+    admitted_burst, admitted_base = _latencies(found.bursts), _latencies(found.baseline)
     other = sorted(
         {
             f"{r.status} {r.error_code or ''}".strip()
-            for r in baseline + bursts
+            for r in found.baseline + found.bursts
             if not r.ok and r.status not in (503, 429)
         }
     )
     result: dict[str, Any] = {
-        "url": url,
-        "client": client,
-        "workload": workload.describe(),
-        "capacity": capacity,
-        "factor": factor,
-        "waves": waves,
+        "url": plan.url,
+        "client": plan.client,
+        "workload": plan.workload.describe(),
+        "capacity": plan.capacity,
+        "factor": plan.factor,
+        "waves": plan.waves,
         "baseline": {
-            "requests": len(baseline),
+            "requests": len(found.baseline),
             "admitted": len(admitted_base),
             "admitted_p50_s": _p(admitted_base, 50),
             "admitted_p95_s": _p(admitted_base, 95),
         },
         "burst": {
-            "requests": len(bursts),
+            "requests": len(found.bursts),
             "admitted": len(admitted_burst),
             "refused": len(refused),
             "refused_p50_s": _p(refused, 50),
@@ -202,9 +227,9 @@ async def measure(
             "admitted_p95_s": _p(admitted_burst, 95),
         },
         "health_floor": {
-            "requests": len(floor),
-            "p50_s": _p(floor, 50),
-            "p95_s": _p(floor, 95),
+            "requests": len(found.floor),
+            "p50_s": _p(found.floor, 50),
+            "p95_s": _p(found.floor, 95),
         },
         "other_failures": other,
     }
@@ -213,6 +238,15 @@ async def measure(
     if base_p50 and burst_p50 and base_p95 and burst_p95:
         result["admitted_ratio_p50"] = round(burst_p50 / base_p50, 3)
         result["admitted_ratio_p95"] = round(burst_p95 / base_p95, 3)
+    return result
+
+
+async def measure(plan: OverloadPlan, progress: Progress) -> dict[str, Any]:
+    """The waves, then the documents' stalls if asked: the report's figures."""
+    async with make_client(plan.url, connections=plan.burst, timeout=600) as session:
+        found = await _waves(plan, session, progress)
+        stalls = await _document_stalls(plan.documents, session, progress) if plan.documents else {}
+    result = _summary(plan, found)
     if stalls:
         result["documents_loop_stalls"] = stalls
     return result

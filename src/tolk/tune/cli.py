@@ -18,7 +18,7 @@ from tolk.bench.cli import (
     levels,
 )
 from tolk.bench.run import progress_bar
-from tolk.bench.workloads import load
+from tolk.bench.workloads import Workload, load
 from tolk.local import DEMO_CONFIG
 from tolk.tune import report
 from tolk.tune.profile import read_profile
@@ -146,23 +146,10 @@ def tune_command(
         raise typer.BadParameter("give --requests or --duration, not both")
     if requests is None and duration is None:
         duration = 20.0
-    source: dict[str, object]
     if from_server:
         if concurrency is not None:
             raise typer.BadParameter("--from-server measures the concurrency; drop --concurrency")
-        try:
-            profile = read_profile(from_server, model, quantile)
-            load_ = profile.workload(items, seed)
-        except ValueError as exc:
-            raise typer.BadParameter(str(exc)) from exc
-        target = profile.concurrency
-        source = {"kind": "server", **profile.to_json()}
-        console.print(
-            f"measured on {from_server}: {profile.concurrency} texts in flight at the "
-            f"p{quantile * 100:g} of busy time (busy {profile.busy_fraction:.0%} of "
-            f"{profile.samples} samples); {profile.texts} texts, mean "
-            f"{profile.source_tokens_mean:.0f} source tokens"
-        )
+        load_, target, source = _from_server(from_server, model, quantile, items, seed)
     else:
         target = concurrency or (8 if traffic == "documents" else 20)
         try:
@@ -215,6 +202,24 @@ def tune_command(
         console.print(line)
     console.print(report.snippet(results))
     console.print("wrote " + ", ".join(str(p) for p in written))
+
+
+def _from_server(
+    url: str, model: str | None, quantile: float, items: int, seed: int
+) -> tuple[Workload, int, dict[str, object]]:
+    """The workload, concurrency and source a running server's metrics measured."""
+    try:
+        profile = read_profile(url, model, quantile)
+        workload = profile.workload(items, seed)
+    except ValueError as exc:
+        raise typer.BadParameter(str(exc)) from exc
+    console.print(
+        f"measured on {url}: {profile.concurrency} texts in flight at the "
+        f"p{quantile * 100:g} of busy time (busy {profile.busy_fraction:.0%} of "
+        f"{profile.samples} samples); {profile.texts} texts, mean "
+        f"{profile.source_tokens_mean:.0f} source tokens"
+    )
+    return workload, profile.concurrency, {"kind": "server", **profile.to_json()}
 
 
 def _point_line(p: Point, unit: str) -> str:
