@@ -1,12 +1,10 @@
-"""Shared fixtures: the test model, and real tolk servers shared across tests."""
+"""Shared fixtures: the test model, and real tolk servers shared across tests; the `engine`
+marker, set here from the fixtures each test uses."""
 
 from __future__ import annotations
 
-import shutil
 from collections.abc import AsyncIterator, Iterator
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import httpx
 import pytest
@@ -18,9 +16,32 @@ from tests.helpers import (
     model_config,
     run_tolk,
     runtime_env,
-    server_config,
 )
-from tolk.local.processes import free_port
+from tests.support.clients import http_client
+from tests.support.main_server import (
+    MAIN_GLOSSARIES,
+    MAIN_LANGUAGES,
+    MAIN_LIMITS,
+    MainKeys,
+    main_config,
+)
+
+# The fixtures that start a real vLLM engine: the shared main server, and servers of a module's
+# own that tests not in the slow tier use (the slow tier starts engines of its own: all of it
+# needs one).
+ENGINE_FIXTURES = frozenset(
+    {"main_server", "real_server", "checked_salad", "pair_server", "one_at_a_time"}
+)
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """`engine` on every test that needs a real engine: one of ENGINE_FIXTURES among its
+    fixtures (directly or through others, as `client` uses `main_server`), or `slow`.
+    `-m "not engine"` runs the rest: unit tests and the in-process server over stand-ins."""
+    for item in items:
+        fixtures = set(getattr(item, "fixturenames", ()))
+        if fixtures & ENGINE_FIXTURES or item.get_closest_marker("slow"):
+            item.add_marker(pytest.mark.engine)
 
 
 @pytest.fixture(scope="session")
@@ -34,35 +55,6 @@ def test_model(tmp_path_factory: pytest.TempPathFactory) -> Path:
 @pytest.fixture(scope="session")
 def texts(test_model: Path) -> TextMaker:
     return TextMaker(test_model)
-
-
-# The main server: one model, max_num_seqs 16, up to 24 waiting, small limits to test.
-MAIN_LIMITS = {
-    # The 100 KB document (test_server_api) takes ~30 s here, more on a machine whose page
-    # cache is being reclaimed; the deadline tests set their own, shorter deadlines.
-    "request_timeout": 180,
-    "max_request_chars": 120_000,
-    "max_texts": 64,
-    "max_body_bytes": 262_144,
-    "shutdown_grace": 5,
-}
-
-MAIN_GLOSSARIES = {
-    "product": {"source_lang": "en", "target_lang": "de", "entries": {"batch": "Stapel"}}
-}
-
-
-MAIN_LANGUAGES = ["en", "de", "fr", "es", "pt", "zh", "ne"]
-
-
-@dataclass(frozen=True)
-class MainKeys:
-    """Keys in the main server's key store, made with `tolk keys add` before it starts."""
-
-    db: Path
-    full: str  # no quota, no rate
-    tiny: str  # a quota of 20 characters a month
-    slow: str  # 2 requests a minute
 
 
 @pytest.fixture(scope="session")
@@ -108,26 +100,6 @@ def edge_server(
     server = InProcessServer(main_config(test_model, main_keys, tmp_path_factory))
     yield server
     server.stop()
-
-
-def main_config(
-    test_model: Path, main_keys: MainKeys, tmp_path_factory: pytest.TempPathFactory
-) -> dict[str, Any]:
-    """The main server's configuration on a free port, with a copy of its key store."""
-    db = tmp_path_factory.mktemp("keys") / "keys.db"
-    shutil.copyfile(main_keys.db, db)
-    return server_config(
-        [model_config("demo", test_model, languages=MAIN_LANGUAGES)],
-        free_port(),
-        MAIN_GLOSSARIES,
-        {"db": str(db)},
-        **MAIN_LIMITS,
-    )
-
-
-def http_client(url: str) -> httpx.AsyncClient:
-    limits = httpx.Limits(max_connections=200, max_keepalive_connections=200)
-    return httpx.AsyncClient(base_url=url, timeout=120, limits=limits)
 
 
 @pytest.fixture

@@ -2,15 +2,12 @@
 
 from __future__ import annotations
 
-import asyncio
 import os
 import random
 import socket
 import subprocess
 import sys
 import threading
-import time
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -19,6 +16,7 @@ import psutil
 import yaml
 from prometheus_client.parser import text_string_to_metric_families
 
+from tests.support.polling import wait_until_sync
 from tolk.local.processes import LocalServer, free_port
 
 REPO = Path(__file__).resolve().parent.parent
@@ -133,11 +131,16 @@ class InProcessServer:
             target=self.server.run, kwargs={"sockets": [listening]}, name="tolk-in-process"
         )
         self._thread.start()
-        deadline = time.monotonic() + 120
-        while not self.server.started:
-            if not self._thread.is_alive() or time.monotonic() > deadline:
-                raise RuntimeError("the in-process tolk server did not start; see the log above")
-            time.sleep(0.05)
+        not_started = "the in-process tolk server did not start; see the log above"
+
+        def started() -> bool:
+            if self.server.started:
+                return True
+            if not self._thread.is_alive():
+                raise RuntimeError(not_started)
+            return False
+
+        wait_until_sync(started, within=120, interval=0.05, message=not_started)
 
     def stop(self) -> None:
         self.server.should_exit = True
@@ -161,17 +164,6 @@ async def metric_value(client: httpx.AsyncClient, name: str, **labels: str) -> f
         if all(sample_labels.get(k) == v for k, v in labels.items()):
             total += value
     return total
-
-
-async def wait_until(condition: Callable[[], Any], within: float, interval: float = 0.05) -> float:
-    """Poll an async condition until true; returns the seconds it took, fails on timeout."""
-    started = time.monotonic()
-    while True:
-        if await condition():
-            return time.monotonic() - started
-        if time.monotonic() - started > within:
-            raise AssertionError(f"condition not met within {within} s")
-        await asyncio.sleep(interval)
 
 
 class TextMaker:
@@ -206,6 +198,13 @@ def run_tolk(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
         env=runtime_env(),
         timeout=900,
     )
+
+
+def tolk(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+    """`run_tolk`, failing the test unless the command succeeds (with its output's end)."""
+    result = run_tolk(*args, cwd=cwd)
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-5000:]
+    return result
 
 
 def still_running(processes: list[psutil.Process], within: float) -> list[psutil.Process]:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -11,16 +10,8 @@ from typing import Any
 import pytest
 import yaml
 
-from tests.conftest import MainKeys, main_config
-from tests.helpers import InProcessServer, ServerProcess, model_config, run_tolk
-
-pytestmark = pytest.mark.engine
-
-
-def tolk(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
-    result = run_tolk(*args, cwd=cwd)
-    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-5000:]
-    return result
+from tests.helpers import InProcessServer, ServerProcess, model_config, tolk
+from tests.support.main_server import MainKeys, main_config
 
 
 @pytest.fixture(scope="module")

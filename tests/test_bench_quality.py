@@ -693,7 +693,6 @@ def test_each_variant_switches_one_feature_off_on_every_model() -> None:
 # --- End to end ---------------------------------------------------------------------------
 
 
-@pytest.mark.engine
 def test_bench_quality_against_a_real_tolk_server(
     main_server: ServerProcess, tmp_path: Path
 ) -> None:

@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 
 from tests.helpers import model_config
+from tests.support.bench import run_results
 from tolk.bench import gpu_compare, journey, report
 from tolk.bench.loadgen import engine_seconds, poisson_arrivals
 from tolk.bench.scrape import engine_summary
@@ -166,28 +167,8 @@ def test_engine_summary_uses_differences() -> None:
     assert summary["preemptions"] == 2.0
 
 
-def _results() -> dict[str, object]:
-    level = {
-        "level": 5.0,
-        "summary": summarize([RequestRecord(0.0, 1.0, 200, engine_seconds=0.9)], 1.0).to_json(),
-        "engine": {"ttft_s_p50": 0.1, "kv_cache_peak": 0.5, "running_peak": 4.0},
-        "timeline": [{"t": 0.0, "running": 1.0, "waiting": 0.0, "kv_cache": 0.1}],
-        "records": [{"start": 0.0, "latency": 1.0, "status": 200}],
-    }
-    return {
-        "schema": report.SCHEMA,
-        "started_at": "2026-01-01T00:00:00+00:00",
-        "url": "u",
-        "mode": "closed",
-        "workload": {"name": "variable"},
-        "generator_ceiling_rps": 500.0,
-        "warnings": [],
-        "levels": [level],
-    }
-
-
 def test_report_writes_json_markdown_and_charts(tmp_path: Path) -> None:
-    written = report.write(_results(), tmp_path)
+    written = report.write(run_results(), tmp_path)
     assert sorted(p.name for p in written) == [
         "latency_over_time.png",
         "levels.png",

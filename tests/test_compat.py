@@ -18,8 +18,9 @@ import httpx
 import pytest
 from libretranslatepy import LibreTranslateAPI
 
-from tests.conftest import MainKeys
-from tests.helpers import InProcessServer, ServerProcess, TextMaker, metric_value, wait_until
+from tests.helpers import InProcessServer, ServerProcess, TextMaker, metric_value
+from tests.support.main_server import MainKeys
+from tests.support.polling import wait_until
 
 pytestmark = pytest.mark.timeout(300)
 

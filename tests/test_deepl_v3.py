@@ -15,8 +15,8 @@ from deepl.api_data import MultilingualGlossaryDictionaryEntries as Dictionary
 from deepl.api_data import MultilingualGlossaryInfo, WriteResult
 from transformers import AutoTokenizer
 
-from tests.conftest import MainKeys
 from tests.helpers import InProcessServer
+from tests.support.main_server import MainKeys
 from tolk.local.processes import start_proxy
 
 NONEXISTENT = "96ab91fd-e715-41a1-adeb-5d701f84a483"  # deepl-python's NONEXISTENT_GLOSSARY_ID

@@ -9,7 +9,6 @@ DeepLX's `?token=`; and the proxy routing these paths by language pair."""
 from __future__ import annotations
 
 import json
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -17,9 +16,10 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.conftest import MainKeys
 from tests.helpers import InProcessServer, model_config, server_config
-from tests.test_server_api import assert_error
+from tests.support.errors import assert_error
+from tests.support.main_server import MainKeys
+from tests.support.polling import wait_until_sync
 from tolk.local.processes import LocalServer, free_port, start_proxy
 from tolk.proxy.routing import Route, route_of_fields
 
@@ -408,10 +408,12 @@ def routed(test_model: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterat
     proxy = start_proxy(
         workdir, "proxy", [a.url, b.url], health={"interval": 0.5, "rise": 1, "fall": 2}
     )
-    deadline = time.monotonic() + 60
-    while not all(u["healthy"] for u in httpx.get(f"{proxy.url}/upstreams").json()["upstreams"]):
-        assert time.monotonic() < deadline, "the proxy did not find both upstreams healthy"
-        time.sleep(0.1)
+    wait_until_sync(
+        lambda: all(u["healthy"] for u in httpx.get(f"{proxy.url}/upstreams").json()["upstreams"]),
+        within=60,
+        interval=0.1,
+        message="the proxy did not find both upstreams healthy",
+    )
     yield a, b, proxy
     proxy.stop()
     a.stop()

@@ -18,7 +18,6 @@ import json
 import os
 import shutil
 import subprocess
-import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -32,7 +31,8 @@ from prometheus_client import CollectorRegistry, start_http_server
 
 from tests.helpers import REPO, ServerProcess, metric_samples
 from tests.manifests import Rendered, container, meta_labels, port_named, render
-from tests.test_gpu_metrics import StandInNvml
+from tests.support.gpu import StandInNvml
+from tests.support.polling import wait_until_sync
 from tolk.local.fleet import RULES, start_prometheus
 from tolk.local.processes import LocalServer, free_port, start_proxy, start_standin
 from tolk.server.gpu import GpuCollector
@@ -279,10 +279,12 @@ def test_the_kubernetes_scrape_config_finds_the_servers_and_proxies(live: Live) 
         answer = httpx.get(f"{live.url}/api/v1/targets", timeout=10).json()
         return list(answer["data"]["activeTargets"])
 
-    deadline = time.monotonic() + 30
-    while not (len(targets()) == 3 and all(t["health"] == "up" for t in targets())):
-        assert time.monotonic() < deadline, targets()
-        time.sleep(0.5)
+    wait_until_sync(
+        lambda: len(targets()) == 3 and all(t["health"] == "up" for t in targets()),
+        within=30,
+        interval=0.5,
+        message=targets,
+    )
     jobs = {t["labels"]["pod"]: t["labels"] for t in targets()}
     assert jobs["tolk-server-a"]["job"] == "tolk-server"
     assert jobs["tolk-server-a"]["instance"] == live.server.url.removeprefix("http://")
@@ -307,13 +309,18 @@ def test_every_rule_and_panel_expression_returns_data(live: Live) -> None:
     for _, expr, _ in rule_expressions():  # alerts: valid, whether or not they fire
         live.query(expr)
 
-    deadline = time.monotonic() + 60
-    while True:
-        empty = [(what, expr) for what, expr in checks if not live.query(expr)]
-        if not empty or time.monotonic() > deadline:
-            break
-        time.sleep(1)
-    assert not empty, "no data:\n" + "\n".join(f"{what}: {expr}" for what, expr in empty)
+    empty: list[tuple[str, str]] = []
+
+    def all_return_data() -> bool:
+        empty[:] = [(what, expr) for what, expr in checks if not live.query(expr)]
+        return not empty
+
+    wait_until_sync(
+        all_return_data,
+        within=60,
+        interval=1,
+        message=lambda: "no data:\n" + "\n".join(f"{what}: {expr}" for what, expr in empty),
+    )
     assert len(checks) > 100
 
 

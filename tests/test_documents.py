@@ -5,14 +5,23 @@ their markup intact."""
 from __future__ import annotations
 
 import re
-from pathlib import Path
 from typing import Any
 
-import html5lib
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from tests.support.documents import (
+    DOCUMENTS,
+    PAGE,
+    README,
+    element_tree,
+    kept_text,
+    make_docx,
+    subtitle_blocks,
+    without_emphasis,
+    without_emphasis_elements,
+)
 from tolk.translation.document import Document, for_model, from_model
 from tolk.translation.formats import Format, parse
 from tolk.translation.html_format import escape_text, parse_html
@@ -20,10 +29,6 @@ from tolk.translation.markdown_format import escape_markdown, parse_markdown, st
 from tolk.translation.plan import DocumentPlan, Done
 from tolk.translation.prompts import keep_outer_whitespace
 from tolk.translation.segment import segment
-
-DOCUMENTS = Path(__file__).parent / "data" / "documents"
-README = (DOCUMENTS / "readme.md").read_text(encoding="utf-8")
-PAGE = (DOCUMENTS / "page.html").read_text(encoding="utf-8")
 
 # What a random model writes: markup characters of every format, quotes, non-ASCII.
 NASTY = st.text(alphabet="ab é。 <>&*_`[]|#-+=!\\~\"'/;:0123456789", max_size=24)
@@ -75,38 +80,6 @@ def _between_placeholders(masked: str, output: Any) -> str:
     return "".join(p if i % 2 else output(p) for i, p in enumerate(parts))
 
 
-def element_tree(markup: str) -> list[tuple[str, dict[str, str]]]:
-    """Every element in document order, with its attributes other than translated ones, as
-    html5lib (a spec-compliant parser, not the one tolk uses) builds the tree."""
-    tree = html5lib.parse(markup, namespaceHTMLElements=False)
-    translated = {"alt", "title", "placeholder", "aria-label"}
-    return [
-        (el.tag, {k: v for k, v in el.attrib.items() if k not in translated})
-        for el in tree.iter()
-        if isinstance(el.tag, str)
-    ]
-
-
-EMPHASIS_ELEMENTS = {"b", "i", "em", "strong", "u", "s", "del", "ins", "mark", "small", "span"}
-
-
-def without_emphasis_elements(
-    tree: list[tuple[str, dict[str, str]]],
-) -> list[tuple[str, dict[str, str]]]:
-    return [(tag, attrs) for tag, attrs in tree if tag not in EMPHASIS_ELEMENTS]
-
-
-def kept_text(markup: str) -> list[str]:
-    """The text of elements tolk must not touch, per html5lib."""
-    tree = html5lib.parse(markup, namespaceHTMLElements=False)
-    out = []
-    for el in tree.iter():
-        kept = el.get("translate") == "no" or "notranslate" in (el.get("class") or "").split()
-        if el.tag in ("script", "style", "code", "pre") or kept:
-            out.append("".join(el.itertext()))
-    return out
-
-
 # -- markdown ---------------------------------------------------------------------------------
 
 
@@ -127,10 +100,6 @@ def test_markdown_units_are_the_prose_with_inline_markup_as_placeholders() -> No
     assert "Raw HTML blocks are kept as they are." in masked
     for verbatim in ("pip install", "curl -s", "title: tolk", "Advanced", "a comment", "|-----"):
         assert verbatim not in joined, verbatim
-
-
-def without_emphasis(events: tuple[str, ...]) -> tuple[str, ...]:
-    return tuple(e for e in events if not re.search(r"'(Emphasis|Strong|Strikethrough)'", e))
 
 
 def test_markdown_echoed_back_is_the_same_document() -> None:
@@ -339,10 +308,6 @@ def test_malformed_html_is_handled_as_the_parser_handles_it(markup: str) -> None
 # -- subtitles --------------------------------------------------------------------------------
 
 
-def _blocks(subtitles: str) -> list[list[str]]:
-    return [b.splitlines() for b in subtitles.strip().split("\n\n")]
-
-
 @settings(max_examples=40, deadline=None)
 @given(data=st.data())
 def test_subtitles_keep_numbers_timings_and_blocks(data: st.DataObject) -> None:
@@ -353,8 +318,8 @@ def test_subtitles_keep_numbers_timings_and_blocks(data: st.DataObject) -> None:
         out = translate_parsed(
             fmt, source, lambda s: data.draw(NASTY) or "x", keep_placeholders=keep
         )
-        assert len(_blocks(out)) == len(_blocks(source)), out
-        for before, after in zip(_blocks(source), _blocks(out), strict=True):
+        assert len(subtitle_blocks(out)) == len(subtitle_blocks(source)), out
+        for before, after in zip(subtitle_blocks(source), subtitle_blocks(out), strict=True):
             timing = [line for line in before if "-->" in line]
             if not timing:
                 assert after == before  # header, NOTE, STYLE, a cue of notes only
@@ -378,7 +343,7 @@ def test_a_blank_translation_never_empties_a_cue() -> None:
             "WEBVTT\n\n" + source
         )
     translated = translate_parsed("srt", source, lambda s: "Hallo")
-    assert _blocks(translated)[1] == ["2", "00:00:03,000 --> 00:00:04,000", "Hallo"]
+    assert subtitle_blocks(translated)[1] == ["2", "00:00:03,000 --> 00:00:04,000", "Hallo"]
 
 
 def test_vtt_cue_tags_are_placeholders_and_text_is_escaped() -> None:
@@ -394,32 +359,6 @@ def test_vtt_cue_tags_are_placeholders_and_text_is_escaped() -> None:
 
 
 # -- docx -------------------------------------------------------------------------------------
-
-
-def make_docx() -> bytes:
-    import io
-
-    import docx
-
-    document = docx.Document()
-    document.add_heading("A report on batching", level=1)
-    para = document.add_paragraph("Continuous batching keeps the GPU ")
-    para.add_run("busy").bold = True
-    para.add_run(" and the ")
-    para.add_run("queue").italic = True
-    para.add_run(" short.")
-    split = document.add_paragraph("Word splits ")
-    split.add_run("runs for ")  # same formatting as the run before: merged
-    split.add_run("spell checking.")
-    table = document.add_table(rows=2, cols=2)
-    for r, row in enumerate(table.rows):
-        for c, cell in enumerate(row.cells):
-            cell.text = f"Cell {r}{c} text"
-    document.add_paragraph("12.5 %")  # nothing to translate
-    document.sections[0].header.paragraphs[0].text = "Confidential draft"
-    out = io.BytesIO()
-    document.save(out)
-    return out.getvalue()
 
 
 def _runs(document: Any) -> list[list[tuple[bool | None, bool | None]]]:

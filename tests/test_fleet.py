@@ -18,6 +18,7 @@ import pytest
 import yaml
 
 from tests.helpers import REPO, model_config, runtime_env, still_running
+from tests.support.polling import wait_until_sync
 from tolk.fleet_cli import READY
 from tolk.local.fleet import place, visible_gpus
 
@@ -47,11 +48,15 @@ def test_a_fleet_starts_serves_and_stops_without_leftovers(
             command, cwd=REPO, env=runtime_env(), stdout=sink, stderr=subprocess.STDOUT
         )
     try:
-        deadline = time.monotonic() + 300
-        while READY not in out.read_text():
+
+        def ready() -> bool:
+            if READY in out.read_text():
+                return True
             assert fleet.poll() is None, out.read_text()
-            assert time.monotonic() < deadline, out.read_text()
-            time.sleep(0.5)
+            return False
+
+        began = time.monotonic()  # 300 s for the fleet to be ready and Prometheus to scrape it
+        wait_until_sync(ready, within=300, interval=0.5, message=out.read_text)
         family = psutil.Process(fleet.pid).children(recursive=True)
         urls = {m["what"]: m["url"] for m in URL_ROW.finditer(out.read_text())}
         proxy = urls["proxy (send requests here)"]
@@ -82,9 +87,12 @@ def test_a_fleet_starts_serves_and_stops_without_leftovers(
                 active = targets["data"]["activeTargets"]
                 return {t["labels"]["job"] for t in active if t["health"] == "up"}
 
-            while jobs_up() != {"tolk-server", "tolk-proxy"}:
-                assert time.monotonic() < deadline, jobs_up()
-                time.sleep(0.5)
+            wait_until_sync(
+                lambda: jobs_up() == {"tolk-server", "tolk-proxy"},
+                within=300 - (time.monotonic() - began),
+                interval=0.5,
+                message=jobs_up,
+            )
 
         fleet.send_signal(signal.SIGINT)
         assert fleet.wait(120) == 0, out.read_text()

@@ -4,7 +4,6 @@ glossaries and the segment memory, on a real PostgreSQL (tests/postgres.py)."""
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -13,6 +12,7 @@ import pytest
 
 from tests.helpers import InProcessServer, model_config, server_config
 from tests.postgres import fresh_database
+from tests.support.polling import wait_until_sync
 from tolk.keys import SYNC_SECONDS, KeyStore
 from tolk.local.processes import LocalServer, free_port, start_proxy
 from tolk.memory import FLUSH_SECONDS, SegmentMemory
@@ -22,10 +22,12 @@ WAIT = 30.0  # a condition the servers reach within SYNC_SECONDS / FLUSH_SECONDS
 
 def eventually(condition: Callable[[], bool], what: str) -> None:
     """Poll until `condition` holds (a shared store is seen within a second or two)."""
-    deadline = time.monotonic() + WAIT
-    while not condition():
-        assert time.monotonic() < deadline, f"never: {what}"
-        time.sleep(min(SYNC_SECONDS, FLUSH_SECONDS) / 10)
+    wait_until_sync(
+        condition,
+        within=WAIT,
+        interval=min(SYNC_SECONDS, FLUSH_SECONDS) / 10,
+        message=f"never: {what}",
+    )
 
 
 @pytest.fixture(scope="module")

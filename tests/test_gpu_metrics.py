@@ -1,49 +1,25 @@
 """GPU utilisation on /metrics (NVML) and in the bench report.
 
-This machine has no NVIDIA GPU, so the exposition is checked through `StandInNvml`, a
-stand-in for the `pynvml` module: a real NVML cannot be made to report a GPU that is not there.
+This machine has no NVIDIA GPU, so the exposition is checked through `StandInNvml`
+(tests/support/gpu.py), a stand-in for the `pynvml` module: a real NVML cannot be made to
+report a GPU that is not there.
 """
 
 from __future__ import annotations
 
 from pathlib import Path
-from types import SimpleNamespace
-from typing import Any
 
 import pytest
 from prometheus_client import generate_latest
 
-from tests.test_bench_units import _results
+from tests.support.bench import run_results
+from tests.support.gpu import StandInNvml
 from tolk.bench import report
 from tolk.bench.scrape import GPU_UTILIZATION
 from tolk.engine import EngineMetrics
 from tolk.server.gpu import FAMILIES, GpuCollector
 from tolk.server.metrics import ServiceMetrics
 from tolk.wire.prometheus import Snapshot
-
-
-class StandInNvml:
-    """Stand-in for pynvml with two GPUs; `broken` makes nvmlInit fail as it does without a
-    driver."""
-
-    def __init__(self, broken: bool = False) -> None:
-        self.broken = broken
-
-    def nvmlInit(self) -> None:
-        if self.broken:
-            raise RuntimeError("NVML Shared Library Not Found")
-
-    def nvmlDeviceGetCount(self) -> int:
-        return 2
-
-    def nvmlDeviceGetHandleByIndex(self, index: int) -> int:
-        return index
-
-    def nvmlDeviceGetUtilizationRates(self, handle: int) -> Any:
-        return SimpleNamespace(gpu=[40, 90][handle], memory=10)
-
-    def nvmlDeviceGetMemoryInfo(self, handle: int) -> Any:
-        return SimpleNamespace(used=(handle + 1) * 2**30, total=80 * 2**30, free=0)
 
 
 def test_gpu_collector_exposes_utilisation_and_memory_per_gpu() -> None:
@@ -85,7 +61,7 @@ def generate_latest_of(collector: GpuCollector) -> bytes:
 
 
 def test_report_shows_gpu_utilisation_when_sampled(tmp_path: Path) -> None:
-    results = _results()
+    results = run_results()
     level = results["levels"][0]  # type: ignore[index]
     level["engine"] = {"gpu_util_mean": 72.0, "gpu_util_peak": 95.0}
     level["timeline"] = [

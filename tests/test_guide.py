@@ -105,7 +105,6 @@ def test_what_matches_restores(syntax: str) -> None:
 
 
 @pytest.mark.slow
-@pytest.mark.engine
 async def test_the_real_engine_keeps_to_the_expression(test_model: Path) -> None:
     """vLLM, configured by tolk (the llguidance backend), makes even the random model's
     token salad match: each placeholder once, in order, the text between them bounded."""

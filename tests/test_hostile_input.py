@@ -13,8 +13,9 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.conftest import MainKeys, http_client
 from tests.helpers import InProcessServer
+from tests.support.clients import http_client
+from tests.support.main_server import MainKeys
 from tolk.local.processes import LocalServer, start_proxy
 from tolk.proxy.attempts import Attempt, upstream_failed
 from tolk.proxy.config import ProxyConfig as ProxySettings

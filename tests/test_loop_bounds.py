@@ -21,8 +21,8 @@ import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from tests.conftest import MAIN_LANGUAGES, MAIN_LIMITS
 from tests.helpers import model_config, runtime_env, server_config
+from tests.support.main_server import MAIN_LANGUAGES, MAIN_LIMITS
 from tolk.errors import InvalidRequest, TolkError
 from tolk.local.processes import LocalServer, free_port, start_proxy
 from tolk.translation.document import edges

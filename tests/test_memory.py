@@ -6,7 +6,6 @@ is in its key; a flagged output is never remembered; requests can bypass it."""
 from __future__ import annotations
 
 import json
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -15,6 +14,7 @@ import httpx
 import pytest
 
 from tests.helpers import InProcessServer, metric_samples, model_config, run_tolk, server_config
+from tests.support.polling import wait_until_sync
 from tolk.local.processes import free_port
 from tolk.memory import Remembered, SegmentMemory, memory_key, model_revision
 from tolk.testing.fake_engine import FakeLLM
@@ -276,10 +276,10 @@ def test_servers_sharing_a_postgresql_memory_answer_each_others_segments(
         a, b = servers
         with httpx.Client(base_url=a.url, timeout=60) as ca:
             first = _translate(ca, "Written by one server, read by the other.")
-        deadline = time.monotonic() + 30
-        while len(shared) == 0:  # until server a's flush has written it
-            assert time.monotonic() < deadline, "server a never wrote its translation"
-            time.sleep(0.05)
+        # until server a's flush has written it
+        wait_until_sync(
+            lambda: len(shared) > 0, within=30, message="server a never wrote its translation"
+        )
         before = _llm(b).requests
         with httpx.Client(base_url=b.url, timeout=60) as cb:
             again = _translate(cb, "Written by one server, read by the other.")

@@ -15,8 +15,9 @@ import httpx
 import openai
 import pytest
 
-from tests.conftest import MainKeys, http_client
 from tests.helpers import InProcessServer, ServerProcess, model_config, server_config
+from tests.support.clients import http_client
+from tests.support.main_server import MainKeys
 
 APPS = Path(__file__).parent / "data" / "chat_apps"
 
@@ -290,7 +291,6 @@ async def test_standin_each_apps_recorded_request_is_translated_as_it_reads_it(
 # --- the real engine ------------------------------------------------------------------------
 
 
-@pytest.mark.engine
 async def test_the_official_client_on_the_real_engine(
     main_server: ServerProcess, main_keys: MainKeys
 ) -> None:

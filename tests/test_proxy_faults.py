@@ -15,7 +15,8 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.helpers import metric_samples, metric_value, wait_until
+from tests.helpers import metric_samples, metric_value
+from tests.support.polling import wait_until
 from tolk.local.processes import LocalServer, start_proxy, start_standin
 
 INTERVAL, RISE, FALL = 0.3, 2, 2

@@ -17,11 +17,11 @@ from tests.helpers import (
     metric_samples,
     model_config,
     still_running,
-    wait_until,
 )
+from tests.support.polling import wait_until
 from tolk.local.processes import LocalServer, start_proxy
 
-pytestmark = [pytest.mark.engine, pytest.mark.slow]
+pytestmark = pytest.mark.slow
 
 INTERVAL, TIMEOUT, RISE, FALL = 0.5, 1.0, 2, 2
 DE = {"text": "The proxy routes by language pair.", "source_lang": "en", "target_lang": "de"}

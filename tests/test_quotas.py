@@ -24,8 +24,8 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.conftest import http_client
 from tests.helpers import InProcessServer, model_config, server_config
+from tests.support.clients import http_client
 from tolk.keys import KeyStore
 from tolk.local.processes import free_port
 from tolk.testing.fake_engine import FakeLLM

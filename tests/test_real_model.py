@@ -25,8 +25,6 @@ from tests.helpers import InProcessServer, ServerProcess, model_config, runtime_
 from tolk.detect import Detector
 from tolk.local.processes import free_port
 
-pytestmark = pytest.mark.engine
-
 REAL_MODEL = Path("models/qwen2.5-coder-0.5b-instruct")
 
 

@@ -84,7 +84,6 @@ def one_at_a_time(test_model: Path, tmp_path_factory: pytest.TempPathFactory) ->
 
 
 @pytest.mark.slow
-@pytest.mark.engine
 async def test_a_sentence_runs_before_a_documents_waiting_segments(one_at_a_time: str) -> None:
     """With one sequence at a time, first come first served would run the sentence after all
     14 of the document's segments (it arrives once they are all queued); ranked by size it

@@ -6,27 +6,23 @@ from __future__ import annotations
 import asyncio
 from collections.abc import AsyncIterator
 from pathlib import Path
-from typing import Any
 
 import httpx
-import pytest
 
-from tests.conftest import MAIN_LANGUAGES
 from tests.helpers import InProcessServer, TextMaker, metric_samples
-
-pytestmark = pytest.mark.engine
-
-
-def assert_error(response: httpx.Response, status: int, code: str) -> dict[str, Any]:
-    assert response.status_code == status, response.text
-    body = response.json()
-    assert set(body) == {"error"}
-    error: dict[str, Any] = body["error"]
-    assert error["code"] == code
-    assert isinstance(error["message"], str)
-    assert len(error["message"]) > 10
-    assert error["request_id"] == response.headers["x-request-id"]
-    return error
+from tests.support.documents import (
+    DOCUMENTS,
+    PAGE,
+    README,
+    cue_heads,
+    element_tree,
+    kept_text,
+    make_docx,
+    without_emphasis,
+    without_emphasis_elements,
+)
+from tests.support.errors import assert_error
+from tests.support.main_server import MAIN_LANGUAGES
 
 
 async def test_translate_one_text(client: httpx.AsyncClient) -> None:
@@ -353,7 +349,6 @@ async def test_split_none_sends_each_text_whole(edge: httpx.AsyncClient) -> None
 
 async def test_markdown_comes_back_with_its_markup(edge: httpx.AsyncClient) -> None:
     # The random model writes `*`, `[`, `<`, `&`...: escaped, the document's structure holds.
-    from tests.test_documents import README, without_emphasis
     from tolk.translation.markdown_format import structure
 
     response = await edge.post(
@@ -375,8 +370,7 @@ async def test_markdown_comes_back_with_its_markup(edge: httpx.AsyncClient) -> N
 
 
 async def test_html_comes_back_with_its_element_tree(edge: httpx.AsyncClient) -> None:
-    from tests.test_documents import PAGE, element_tree, kept_text
-    from tests.test_documents import without_emphasis_elements as plain
+    plain = without_emphasis_elements
 
     response = await edge.post(
         "/translate",
@@ -408,15 +402,6 @@ async def test_files_come_back_translated_with_their_structure(edge: httpx.Async
 
     import docx
 
-    from tests.test_documents import (
-        DOCUMENTS,
-        PAGE,
-        README,
-        element_tree,
-        make_docx,
-        without_emphasis,
-        without_emphasis_elements,
-    )
     from tolk.translation.markdown_format import structure
 
     article = "First paragraph. It has two sentences.\n\n- a list item\n- another one\n"
@@ -447,7 +432,7 @@ async def test_files_come_back_translated_with_their_structure(edge: httpx.Async
                 element_tree(source)
             )
         else:
-            assert _cue_heads(out) == _cue_heads(source)
+            assert cue_heads(out) == cue_heads(source)
 
     response = await _post_file(edge, "report.docx", make_docx())
     assert response.status_code == 200, response.text
@@ -466,18 +451,6 @@ async def test_files_come_back_translated_with_their_structure(edge: httpx.Async
         None,
         None,
     ]
-
-
-def _cue_heads(subtitles: str) -> list[list[str]]:
-    """Each cue's identifier (if any) and timing line."""
-    from tests.test_documents import _blocks
-
-    heads = []
-    for block in _blocks(subtitles):
-        timing = [i for i, line in enumerate(block) if "-->" in line]
-        if timing:
-            heads.append(block[: timing[0] + 1])
-    return heads
 
 
 async def test_unsupported_and_unreadable_files_are_refused(edge: httpx.AsyncClient) -> None:

@@ -7,11 +7,9 @@ import random
 import time
 
 import httpx
-import pytest
 
-from tests.helpers import TextMaker, metric_value, wait_until
-
-pytestmark = pytest.mark.engine
+from tests.helpers import TextMaker, metric_value
+from tests.support.polling import wait_until
 
 
 class RunningSampler:

@@ -9,10 +9,9 @@ import time
 import httpx
 import pytest
 
-from tests.helpers import ServerProcess, TextMaker, metric_value, wait_until
-from tests.test_server_api import assert_error
-
-pytestmark = pytest.mark.engine
+from tests.helpers import ServerProcess, TextMaker, metric_value
+from tests.support.errors import assert_error
+from tests.support.polling import wait_until
 
 
 async def engine_idle(client: httpx.AsyncClient) -> bool:

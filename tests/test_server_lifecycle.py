@@ -28,12 +28,10 @@ from tests.helpers import (
     metric_samples,
     model_config,
     server_config,
-    wait_until,
 )
-from tests.test_server_api import assert_error
+from tests.support.errors import assert_error
+from tests.support.polling import wait_until
 from tolk.local.processes import free_port
-
-pytestmark = pytest.mark.engine
 
 # Margins: the in-flight requests write 136 tokens (well under a second at any speed seen
 # here); the long one writes ~2,700, over 5 s even at twice the fastest single-sequence

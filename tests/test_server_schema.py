@@ -8,7 +8,6 @@ from __future__ import annotations
 from typing import Any
 
 import httpx
-import pytest
 import schemathesis
 from hypothesis import HealthCheck, given, settings
 from schemathesis.checks import (
@@ -19,9 +18,7 @@ from schemathesis.checks import (
 from schemathesis.core.result import Ok
 
 from tests.helpers import InProcessServer
-from tests.test_server_api import assert_error
-
-pytestmark = pytest.mark.engine
+from tests.support.errors import assert_error
 
 
 def not_a_server_error_but_the_asked_deadline(ctx: Any, response: Any, case: Any) -> bool | None:

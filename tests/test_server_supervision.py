@@ -18,10 +18,11 @@ import httpx
 import psutil
 import pytest
 
-from tests.helpers import ServerProcess, TextMaker, metric_samples, model_config, wait_until
-from tests.test_server_api import assert_error
+from tests.helpers import ServerProcess, TextMaker, metric_samples, model_config
+from tests.support.errors import assert_error
+from tests.support.polling import wait_until
 
-pytestmark = [pytest.mark.engine, pytest.mark.slow]
+pytestmark = pytest.mark.slow
 
 BODY_TIMEOUT = 1.0
 MAX_CONNECTIONS = 24

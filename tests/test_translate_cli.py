@@ -12,11 +12,8 @@ import pytest
 import yaml
 
 from tests.helpers import ServerProcess, model_config, run_tolk
-from tests.test_documents import DOCUMENTS, README, make_docx, without_emphasis
-from tests.test_server_api import _cue_heads
+from tests.support.documents import DOCUMENTS, README, cue_heads, make_docx, without_emphasis
 from tolk.translation.markdown_format import structure
-
-pytestmark = pytest.mark.engine
 
 
 def test_translate_files_through_a_running_server(
@@ -37,7 +34,7 @@ def test_translate_files_through_a_running_server(
     # The random model loses placeholders: emphasis may go (flagged), nothing else.
     assert without_emphasis(structure(translated)) == without_emphasis(structure(README))
     assert translated != README
-    assert _cue_heads((out / "talk.de.srt").read_text(encoding="utf-8")) == _cue_heads(srt)
+    assert cue_heads((out / "talk.de.srt").read_text(encoding="utf-8")) == cue_heads(srt)
     report = docx.Document(io.BytesIO((out / "report.de.docx").read_bytes()))
     assert len(report.paragraphs) == len(docx.Document(io.BytesIO(make_docx())).paragraphs)
 

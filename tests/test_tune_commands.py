@@ -13,12 +13,9 @@ import httpx
 import pytest
 import yaml
 
-from tests.helpers import ServerProcess, TextMaker, metric_samples, model_config
-from tests.test_bench_commands import tolk
+from tests.helpers import ServerProcess, TextMaker, metric_samples, model_config, tolk
 from tolk.config import load_config
 from tolk.tune.profile import read_profile
-
-pytestmark = pytest.mark.engine
 
 
 def busy_samples(metrics_text: str) -> float:
