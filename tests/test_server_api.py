@@ -454,7 +454,7 @@ async def test_files_come_back_translated_with_their_structure(edge: httpx.Async
 
 
 async def test_unsupported_and_unreadable_files_are_refused(edge: httpx.AsyncClient) -> None:
-    error = assert_error(await _post_file(edge, "slides.pptx", b"PK"), 415, "unsupported_file_type")
+    error = assert_error(await _post_file(edge, "slides.key", b"PK"), 415, "unsupported_file_type")
     assert ".docx" in error["message"]
     assert ".srt" in error["supported"]
     error = assert_error(await _post_file(edge, "notes.txt", b"caf\xe9"), 422, "invalid_request")

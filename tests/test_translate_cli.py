@@ -7,6 +7,7 @@ import re
 from pathlib import Path
 
 import docx
+import openpyxl  # type: ignore[import-untyped]
 import psutil
 import pytest
 import yaml
@@ -38,9 +39,22 @@ def test_translate_files_through_a_running_server(
     report = docx.Document(io.BytesIO((out / "report.de.docx").read_bytes()))
     assert len(report.paragraphs) == len(docx.Document(io.BytesIO(make_docx())).paragraphs)
 
-    (tmp_path / "slides.pptx").write_bytes(b"PK")
+    # A spreadsheet goes as a file, as a .docx does: its text cells translated, the rest kept.
+    book = openpyxl.Workbook()
+    book.worksheets[0].append(["A quiet morning in the mountains.", 42, "=B1*2"])
+    sheet = io.BytesIO()
+    book.save(sheet)
+    (tmp_path / "sheet.xlsx").write_bytes(sheet.getvalue())
+    done = run_tolk("translate", "sheet.xlsx", "--to", "de", "--url", main_server.url, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr[-3000:]
+    translated_book = openpyxl.load_workbook(tmp_path / "sheet.de.xlsx")
+    row = next(translated_book.worksheets[0].iter_rows(values_only=True))
+    assert row[0] != "A quiet morning in the mountains."
+    assert row[1:] == (42, "=B1*2")
+
+    (tmp_path / "slides.key").write_bytes(b"PK")
     refused = run_tolk(
-        "translate", "slides.pptx", "--to", "de", "--url", main_server.url, cwd=tmp_path
+        "translate", "slides.key", "--to", "de", "--url", main_server.url, cwd=tmp_path
     )
     assert refused.returncode == 2
     assert ".docx" in refused.stderr

@@ -296,8 +296,8 @@ class ServerSettings(_Strict):
     )
     max_unzipped_bytes: ByteSize = Field(
         ByteSize(64 << 20),
-        description="Most bytes a zipped file (.docx) may inflate to, all its members "
-        "together, checked before it is parsed (a zip bomb is refused with 413).",
+        description="Most bytes a zipped file (.docx, .pptx, .xlsx) may inflate to, all its "
+        "members together, checked before it is parsed (a zip bomb is refused with 413).",
     )
     prepare_threads: int = Field(
         2,

@@ -3,8 +3,8 @@ them (`report.de.docx`) or into `--out-dir`.
 
 Against a running server (`--url`) or one started for the run from a config (`--config`,
 stopped afterwards). Text formats go to /translate with `stream: true`, so each file's bar
-moves segment by segment and shows how many of its segments are in the engine; a .docx (and a
-text file over the server's body limit) goes to /translate/file in one piece.
+moves segment by segment and shows how many of its segments are in the engine; a .docx, .pptx
+or .xlsx (and a text file over the server's body limit) goes to /translate/file in one piece.
 """
 
 from __future__ import annotations
@@ -51,7 +51,9 @@ class TranslateFailed(Exception):
 
 
 def translate_command(
-    files: Annotated[list[Path], typer.Argument(help="Files: .txt .md .html .srt .vtt .docx")],
+    files: Annotated[
+        list[Path], typer.Argument(help="Files: .txt .md .html .srt .vtt .docx .pptx .xlsx")
+    ],
     to: Annotated[str, typer.Option("--to", help="Target language, e.g. de, pt-BR.")],
     source: Annotated[str, typer.Option("--from", help="Source language of the files.")] = "en",
     url: Annotated[
@@ -170,15 +172,15 @@ async def _translate(
     task: TaskID,
 ) -> bytes:
     data = job.source.read_bytes()
-    kind = file_type(job.source.name).kind
-    if kind == "docx" or len(data) > STREAM_LIMIT:
+    kind = file_type(job.source.name)
+    if not kind.text or len(data) > STREAM_LIMIT:
         return await _as_file(client, job, data, options, progress, task)
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError as exc:
         raise TranslateFailed(f"not UTF-8 text (byte {exc.start})") from exc
     bom = "\ufeff" if text.startswith("\ufeff") else ""
-    body: dict[str, Any] = {**options, "text": text.removeprefix(bom), "format": kind}
+    body: dict[str, Any] = {**options, "text": text.removeprefix(bom), "format": kind.kind}
     body["stream"] = True
     async with client.stream("POST", "/translate", json=body) as response:
         if response.status_code == 413:  # over this server's body limit: as a file, then

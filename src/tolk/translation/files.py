@@ -2,7 +2,10 @@
 
 The file's type comes from its name's extension. Text formats are decoded as UTF-8 (a byte
 order mark is kept), parsed into documents and translated through the same service as every
-request; a .docx is opened with python-docx and its paragraphs become the documents.
+request; a .docx, .pptx or .xlsx is opened with python-docx, python-pptx or openpyxl, and its
+paragraphs (a spreadsheet's string cells) become the documents (tolk.translation.office,
+slides, sheets). Those three are zip archives: `check_archive` refuses a zip bomb before any
+of them reads it.
 """
 
 from __future__ import annotations
@@ -12,7 +15,7 @@ import zipfile
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import PurePath
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 from tolk import detect
 from tolk.errors import InvalidRequest, PayloadTooLarge, TolkError
@@ -22,14 +25,24 @@ from tolk.translation.request import TranslationRequest
 from tolk.translation.results import Translation
 from tolk.translation.service import Translator
 
-Kind = Format | Literal["docx"]
+if TYPE_CHECKING:  # python-docx is imported when a .docx comes
+    from tolk.translation.office import RunGroup
+
+Kind = Format | Literal["docx", "pptx", "xlsx"]
 DOCX = "application/vnd.openxmlformats-officedocument.wordprocessingml.document"
+PPTX = "application/vnd.openxmlformats-officedocument.presentationml.presentation"
+XLSX = "application/vnd.openxmlformats-officedocument.spreadsheetml.sheet"
 
 
 @dataclass(frozen=True)
 class FileType:
     kind: Kind
     media_type: str
+
+    @property
+    def text(self) -> bool:
+        """Whether the file is UTF-8 text (else a zip archive: .docx, .pptx, .xlsx)."""
+        return self.kind not in ("docx", "pptx", "xlsx")
 
 
 FILE_TYPES: dict[str, FileType] = {
@@ -41,6 +54,8 @@ FILE_TYPES: dict[str, FileType] = {
     ".srt": FileType("srt", "application/x-subrip; charset=utf-8"),
     ".vtt": FileType("vtt", "text/vtt; charset=utf-8"),
     ".docx": FileType("docx", DOCX),
+    ".pptx": FileType("pptx", PPTX),
+    ".xlsx": FileType("xlsx", XLSX),
 }
 _BOM = "\ufeff"
 
@@ -97,7 +112,7 @@ async def translate_file(
 async def file_characters(translator: Translator, filename: str, data: bytes) -> int:
     """The characters of text a file has, as translate_file counts (and charges) them,
     without translating it: opened as translate_file opens it, so refused as it would be
-    (its type, UTF-8, a .docx's archive and size limits, more than `max_file_chars`). For
+    (its type, UTF-8, an office file's archive and size limits, more than `max_file_chars`). For
     admission against a quota before the translation starts."""
     _, opened = await _opened(translator, filename, data)
     return opened.characters
@@ -107,9 +122,10 @@ async def _opened(translator: Translator, filename: str, data: bytes) -> tuple[F
     """The file's type and the file opened, within `max_file_chars`. Opening grows with the
     file: in the preparation pool, off the event loop."""
     kind = file_type(filename)
-    if kind.kind == "docx":
+    if not kind.text:
+        opener = _OFFICE[kind.kind]
         opened = await translator.offload(
-            _open_docx, filename, data, translator.limits.max_unzipped_bytes
+            opener, filename, data, translator.limits.max_unzipped_bytes
         )
     else:
         opened = await translator.offload(_open_text, filename, data, kind.kind)
@@ -191,14 +207,69 @@ def _open_docx(filename: str, data: bytes, max_unzipped: int) -> _Opened:
             field="file",
         ) from exc
     runs = [office.text_runs(p) for p in office.paragraphs(document)]
-    docs = [office.paragraph_document(r) for r in runs]
+    return _runs_opened([office.docx_group(r) for r in runs], document.save)
+
+
+def _open_pptx(filename: str, data: bytes, max_unzipped: int) -> _Opened:
+    import pptx
+
+    from tolk.translation import slides
+
+    check_archive(filename, data, max_unzipped, "PowerPoint presentation (.pptx, a zip archive)")
+    try:
+        presentation = pptx.Presentation(io.BytesIO(data))
+    except Exception as exc:  # python-pptx raises zipfile, lxml and KeyError alike
+        raise InvalidRequest(
+            f"'{filename}' could not be read as a PowerPoint presentation "
+            f"({type(exc).__name__}); check that it is a .pptx (not .ppt) and not damaged",
+            field="file",
+        ) from exc
+    return _runs_opened(slides.run_groups(presentation), presentation.save)
+
+
+def _open_xlsx(filename: str, data: bytes, max_unzipped: int) -> _Opened:
+    import openpyxl  # type: ignore[import-untyped]
+
+    from tolk.translation import sheets
+
+    check_archive(filename, data, max_unzipped, "Excel workbook (.xlsx, a zip archive)")
+    try:
+        with zipfile.ZipFile(io.BytesIO(data)) as archive:
+            sheets.count_cells(filename, archive)
+        # Formulas kept (not data_only), rich text kept as runs, external links kept.
+        workbook = openpyxl.load_workbook(io.BytesIO(data), rich_text=True, keep_links=True)
+    except (InvalidRequest, PayloadTooLarge):
+        raise
+    except Exception as exc:  # openpyxl raises zipfile, lxml, KeyError and its own alike
+        raise InvalidRequest(
+            f"'{filename}' could not be read as an Excel workbook ({type(exc).__name__}); "
+            "check that it is a .xlsx (not .xls) and not damaged",
+            field="file",
+        ) from exc
+    return _runs_opened(sheets.run_groups(workbook), workbook.save)
+
+
+def _runs_opened(groups: list[RunGroup], save_to: Callable[[io.BytesIO], object]) -> _Opened:
+    """An office file opened: each group of runs (a paragraph, a cell) one document, written
+    back into its runs and the file saved with `save_to`."""
+    from tolk.translation import office
+
+    docs = [office.runs_document(g) for g in groups]
 
     def save(texts: list[str]) -> bytes:
-        for paragraph_runs, rendered in zip(runs, texts, strict=True):
-            office.apply(paragraph_runs, rendered)
+        for group, rendered in zip(groups, texts, strict=True):
+            office.apply_runs(group, rendered)
         out = io.BytesIO()
-        document.save(out)
+        save_to(out)
         return out.getvalue()
 
-    sample = " ".join(r.text for rs in runs for r in rs)[: detect.MAX_CHARS]
-    return _Opened(lambda cut: docs, sum(len(r.text) for rs in runs for r in rs), save, sample)
+    texts = [r.text for g in groups for r in g.runs]
+    sample = " ".join(texts)[: detect.MAX_CHARS]
+    return _Opened(lambda cut: docs, sum(len(t) for t in texts), save, sample)
+
+
+_OFFICE: dict[Kind, Callable[[str, bytes, int], _Opened]] = {
+    "docx": _open_docx,
+    "pptx": _open_pptx,
+    "xlsx": _open_xlsx,
+}

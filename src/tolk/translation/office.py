@@ -10,13 +10,18 @@ the placeholders do not come back intact, each run is translated on its own. Par
 found in the body, in tables (nested ones too), and in every section's headers and footers.
 Text after a placeholder goes to the unformatted run that followed that run in the source
 (else into the run itself).
+
+The same run machinery (`TextRun`, `RunGroup`, `merge_runs`, `runs_document`, `apply_runs`)
+serves PowerPoint's runs (tolk.translation.slides) and a spreadsheet cell's rich text
+(tolk.translation.sheets): each format says which runs are formatted.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
-from typing import Any
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
+from typing import Any, Protocol, TypeVar
 
 from docx.document import Document as DocxDocument
 from docx.table import Table
@@ -64,19 +69,49 @@ def _blocks(paras: list[Paragraph], tables: list[Table]) -> Iterator[Paragraph]:
                 yield from _blocks(cell.paragraphs, cell.tables)
 
 
+class TextRun(Protocol):
+    """A run of text that is read and written: python-docx's and python-pptx's runs, a
+    spreadsheet cell's text."""
+
+    @property
+    def text(self) -> str: ...
+
+    @text.setter
+    def text(self, value: str) -> None: ...
+
+
+R = TypeVar("R", bound=TextRun)
+
+
+@dataclass(frozen=True)
+class RunGroup:
+    """A paragraph's runs (one unit to translate), and which of them are formatted (each a
+    paired placeholder around its text)."""
+
+    runs: Sequence[TextRun]
+    formatted: Sequence[bool]
+
+
 def text_runs(paragraph: Paragraph) -> list[Run]:
     """The paragraph's runs (hyperlinks' included) with text, same-formatted neighbours merged."""
     runs: list[Run] = []
     for item in paragraph.iter_inner_content():
         runs += item.runs if isinstance(item, Hyperlink) else [item]
-    merged: list[Run] = []
-    tail: Run | None = None  # the last run seen, emptied or not
+    return merge_runs(runs, _format)
+
+
+def merge_runs(runs: Sequence[R], key: Callable[[R], str]) -> list[R]:
+    """The runs with text, each merged into the one before when they are adjacent elements
+    (`_r`, nothing between them) and their formatting `key`s are equal; a merged run is left
+    empty."""
+    merged: list[R] = []
+    tail: Any = None  # the last run seen, emptied or not
     for run in runs:
         if not run.text:
             continue
         last = merged[-1] if merged else None
-        joins = tail is not None and tail._r.getnext() is run._r
-        if last is not None and joins and _format(last) == _format(run):
+        joins = tail is not None and tail._r.getnext() is _element(run)
+        if last is not None and joins and key(last) == key(run):
             last.text += run.text
             run.text = ""
             tail = run
@@ -86,18 +121,37 @@ def text_runs(paragraph: Paragraph) -> list[Run]:
     return merged
 
 
-def _format(run: Run) -> str:
+def _element(run: TextRun) -> Any:
+    return getattr(run, "_r", None)
+
+
+def _format(run: Any) -> str:
     rpr: Any = run._r.rPr
     return "" if rpr is None else str(rpr.xml)
 
 
 def paragraph_document(runs: list[Run]) -> Document:
-    """A paragraph as a document of one unit (none when it has no words)."""
-    if not any(has_words(r.text) for r in runs):
+    """A .docx paragraph as a document of one unit (none when it has no words)."""
+    return runs_document(docx_group(runs))
+
+
+def apply(runs: list[Run], rendered: str) -> None:
+    """Put a .docx paragraph's rendered translation into its runs."""
+    apply_runs(docx_group(runs), rendered)
+
+
+def docx_group(runs: list[Run]) -> RunGroup:
+    """A .docx paragraph's runs as a group: a run with properties is formatted."""
+    return RunGroup(runs, [bool(_format(r)) for r in runs])
+
+
+def runs_document(group: RunGroup) -> Document:
+    """A paragraph's runs as a document of one unit (none when it has no words)."""
+    if not any(has_words(r.text) for r in group.runs):
         return Document((), ())
     pieces: list[Piece] = []
-    for n, run in enumerate(runs, start=1):
-        if _format(run):
+    for n, (run, formatted) in enumerate(zip(group.runs, group.formatted, strict=True), 1):
+        if formatted:
             pieces += [
                 Tag(f"{_OPEN}{n}{_MID}", "open", n),
                 Text(run.text, run.text),
@@ -108,10 +162,11 @@ def paragraph_document(runs: list[Run]) -> Document:
     return Document((0,), (Unit(tuple(pieces), escape_docx),))
 
 
-def apply(runs: list[Run], rendered: str) -> None:
+def apply_runs(group: RunGroup, rendered: str) -> None:
     """Put a paragraph's rendered translation into its runs."""
+    runs = group.runs
     if not any(has_words(r.text) for r in runs):
-        return  # nothing was translated (paragraph_document made no unit)
+        return  # nothing was translated (runs_document made no unit)
     texts = [""] * len(runs)
     target = 0  # text before any placeholder: the first run
     at = 0
@@ -120,7 +175,7 @@ def apply(runs: list[Run], rendered: str) -> None:
         n = int(match[1]) - 1
         texts[n] += match[2]
         # Text after a formatted run: the unformatted run that followed it, if one did.
-        following = n + 1 < len(runs) and not _format(runs[n + 1])
+        following = n + 1 < len(runs) and not group.formatted[n + 1]
         target = n + 1 if following else n
         at = match.end()
     texts[target] += rendered[at:]

@@ -341,7 +341,7 @@ def _upload(params: Params) -> Upload:
         output_format=params.text("output_format"),
         unsupported=lambda filename: InvalidRequest(
             f"Invalid file data: '{filename}' is not a type tolk translates "
-            "(.txt .md .html .htm .srt .vtt .docx; name the file with its extension)"
+            "(.txt .md .html .htm .srt .vtt .docx .pptx .xlsx; name the file with its extension)"
         ),
     )
 

@@ -247,7 +247,7 @@ async def detect(body: DetectRequest, gateway: GatewayDep, caller: TolkCallerDep
         415: {"model": ErrorResponse, "description": "A file type tolk does not translate"},
         **ERROR_RESPONSES,
     },
-    summary="Translate a file: .txt, .md, .html, .srt, .vtt, .docx",
+    summary="Translate a file: .txt, .md, .html, .srt, .vtt, .docx, .pptx, .xlsx",
 )
 async def translate_file_route(
     request: Request,
