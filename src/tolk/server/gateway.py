@@ -465,42 +465,23 @@ class Gateway:
 # under load) -------------------------------------------------------------------------------
 
 
-async def _gateway(request: Request) -> Gateway:
-    gateway: Gateway = request.app.state.gateway
-    return gateway
+def _state(name: str) -> Callable[[Request], Coroutine[Any, Any, Any]]:
+    """A dependency giving `app.state.<name>` (what create_app put there)."""
+
+    async def get(request: Request) -> Any:
+        return getattr(request.app.state, name)
+
+    return get
 
 
-async def _pool(request: Request) -> ModelPool:
-    pool: ModelPool = request.app.state.pool
-    return pool
-
-
-async def _store(request: Request) -> KeyStore:
-    store: KeyStore = request.app.state.store
-    return store
-
-
-async def _config(request: Request) -> TolkConfig:
-    config: TolkConfig = request.app.state.config
-    return config
-
-
-async def _memories(request: Request) -> TranslationMemories | None:
-    memories: TranslationMemories | None = request.app.state.memories
-    return memories
-
-
-async def _documents(request: Request) -> DocumentStore:
-    documents: DocumentStore = request.app.state.documents
-    return documents
-
-
-GatewayDep = Annotated[Gateway, Depends(_gateway)]
-PoolDep = Annotated[ModelPool, Depends(_pool)]  # the languages served, for listings
-StoreDep = Annotated[KeyStore, Depends(_store)]  # glossaries and style rules made by API
-ConfigDep = Annotated[TolkConfig, Depends(_config)]
-MemoriesDep = Annotated[TranslationMemories | None, Depends(_memories)]
-DocumentsDep = Annotated[DocumentStore, Depends(_documents)]
+GatewayDep = Annotated[Gateway, Depends(_state("gateway"))]
+PoolDep = Annotated[ModelPool, Depends(_state("pool"))]  # the languages served, for listings
+StoreDep = Annotated[KeyStore, Depends(_state("store"))]  # glossaries, style rules made by API
+ConfigDep = Annotated[TolkConfig, Depends(_state("config"))]
+MemoriesDep = Annotated[TranslationMemories | None, Depends(_state("memories"))]
+DocumentsDep = Annotated[DocumentStore, Depends(_state("documents"))]
+LifecycleDep = Annotated[Lifecycle, Depends(_state("lifecycle"))]
+MetricsDep = Annotated[ServiceMetrics, Depends(_state("metrics"))]
 
 
 async def tolk_caller(request: Request, gateway: GatewayDep) -> Caller:
@@ -531,7 +512,9 @@ __all__ = [
     "DocumentsDep",
     "Gateway",
     "GatewayDep",
+    "LifecycleDep",
     "MemoriesDep",
+    "MetricsDep",
     "PoolDep",
     "StoreDep",
     "TolkCallerDep",

@@ -8,7 +8,7 @@ import secrets
 from collections.abc import AsyncIterator
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Depends, Form, Header, Query, Request, Response
+from fastapi import APIRouter, Form, Header, Query, Request, Response
 from fastapi.responses import JSONResponse, PlainTextResponse, StreamingResponse
 from prometheus_client import CONTENT_TYPE_LATEST
 
@@ -16,9 +16,16 @@ from tolk import sse
 from tolk.detect import Detection
 from tolk.errors import ClientDisconnected, TolkError
 from tolk.server.access import Caller
-from tolk.server.gateway import Gateway, GatewayDep, PoolDep, TolkCallerDep, Upload, attachment
-from tolk.server.lifecycle import Lifecycle
-from tolk.server.metrics import ServiceMetrics
+from tolk.server.gateway import (
+    Gateway,
+    GatewayDep,
+    LifecycleDep,
+    MetricsDep,
+    PoolDep,
+    TolkCallerDep,
+    Upload,
+    attachment,
+)
 from tolk.server.params import CheckedRoute
 from tolk.server.schemas import (
     ERROR_RESPONSES,
@@ -48,22 +55,6 @@ from tolk.translation.request import (
 from tolk.translation.results import SegmentDone
 from tolk.wire.asgi import CLIENT_CLOSED
 from tolk.wire.errors import error_body, error_response, request_id_of
-
-
-async def _lifecycle(request: Request) -> Lifecycle:
-    lifecycle: Lifecycle = request.app.state.lifecycle
-    return lifecycle
-
-
-async def _metrics(request: Request) -> ServiceMetrics:
-    metrics: ServiceMetrics = request.app.state.metrics
-    return metrics
-
-
-# Accessors are `async def`: FastAPI runs plain `def` dependencies in a thread pool, a thread
-# hand-off per request that showed up as tens of milliseconds of overhead under load.
-LifecycleDep = Annotated[Lifecycle, Depends(_lifecycle)]
-MetricsDep = Annotated[ServiceMetrics, Depends(_metrics)]
 
 router = APIRouter(route_class=CheckedRoute)
 RequestTimeout = Annotated[
