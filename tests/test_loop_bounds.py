@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import io
 import itertools
+import json
 import socket
 import sys
 import time
@@ -77,6 +78,51 @@ HOSTILE: list[tuple[str, str, dict[str, object]]] = [
         "/v2/translate",
         {"text": ["<b>" * 10_000 + "x" + "</b>" * 10_000], "tag_handling": "html"},
     ),  # 7.7 s
+    # OpenAI's chat completions: what tolk reads as a translation is read off the loop.
+    (
+        "chat: KISS batch of 1,000 segments",
+        "/v1/chat/completions",
+        {
+            "model": "demo",
+            "messages": [
+                {
+                    "role": "user",
+                    "content": json.dumps(
+                        {
+                            "targetLanguage": "de",
+                            "segments": [{"id": i, "text": "word " * 40} for i in range(1_000)],
+                        }
+                    ),
+                }
+            ],
+        },
+    ),
+    (
+        "chat: Weblate parts without spaces",
+        "/v1/chat/completions",
+        {
+            "model": "demo",
+            "messages": [
+                {"role": "system", "content": "Translate from English to German."},
+                {"role": "user", "content": "\n==WEBLATE_PART==\n".join(["x" * 200] * 1_000)},
+            ],
+        },
+    ),
+    (
+        "chat: a Pot prompt of one 240 KB line",
+        "/v1/chat/completions",
+        {
+            "model": "demo",
+            "messages": [
+                {"role": "user", "content": 'Translate into German:\n"""' + "x" * 240_000}
+            ],
+        },
+    ),
+    (
+        "chat: a 240 KB conversation that is no translation",
+        "/v1/chat/completions",
+        {"model": "demo", "messages": [{"role": "user", "content": "Tell me. " * 26_000}]},
+    ),
     (
         "LibreTranslate placeholder look-alikes",
         "/translate",
@@ -86,6 +132,8 @@ HOSTILE: list[tuple[str, str, dict[str, object]]] = [
 
 
 def _body(path: str, body: dict[str, object]) -> dict[str, object]:
+    if path.startswith("/v1/"):
+        return body
     if path == "/v2/translate":
         return {"source_lang": "EN", "target_lang": "DE", **body}
     if "q" in body:

@@ -15,7 +15,7 @@ import zipfile
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import PurePath
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
 from tolk import detect
 from tolk.errors import InvalidRequest, PayloadTooLarge, TolkError
@@ -28,6 +28,7 @@ from tolk.translation.service import Translator
 if TYPE_CHECKING:  # python-docx is imported when a .docx comes
     from tolk.translation.office import RunGroup
 
+T = TypeVar("T")
 Kind = Format | Literal["docx", "pptx", "xlsx"]
 DOCX = "application/vnd.openxmlformats-officedocument.wordprocessingml.document"
 PPTX = "application/vnd.openxmlformats-officedocument.presentationml.presentation"
@@ -192,20 +193,32 @@ def check_archive(
         )
 
 
+def _loaded(
+    filename: str, data: bytes, max_unzipped: int, what: tuple[str, str], load: Callable[[], T]
+) -> T:
+    """An office file's document, `load()`ed once its archive passed check_archive; what the
+    library cannot read is a 422 naming `what` (the kind, the legacy suffix it is not)."""
+    kind, suffix = what
+    check_archive(filename, data, max_unzipped, f"{kind} ({suffix}x, a zip archive)")
+    try:
+        return load()
+    except (InvalidRequest, PayloadTooLarge):
+        raise
+    except Exception as exc:  # the libraries raise zipfile, lxml, KeyError and their own alike
+        raise InvalidRequest(
+            f"'{filename}' could not be read as a {kind} ({type(exc).__name__}); check that "
+            f"it is a {suffix}x (not {suffix}) and not damaged",
+            field="file",
+        ) from exc
+
+
 def _open_docx(filename: str, data: bytes, max_unzipped: int) -> _Opened:
     import docx
 
     from tolk.translation import office
 
-    check_archive(filename, data, max_unzipped, "Word document (.docx, a zip archive)")
-    try:
-        document = docx.Document(io.BytesIO(data))
-    except Exception as exc:  # python-docx raises zipfile, lxml and KeyError alike
-        raise InvalidRequest(
-            f"'{filename}' could not be read as a Word document ({type(exc).__name__}); "
-            "check that it is a .docx (not .doc) and not damaged",
-            field="file",
-        ) from exc
+    what = ("Word document", ".doc")
+    document = _loaded(filename, data, max_unzipped, what, lambda: docx.Document(io.BytesIO(data)))
     runs = [office.text_runs(p) for p in office.paragraphs(document)]
     return _runs_opened([office.docx_group(r) for r in runs], document.save)
 
@@ -215,15 +228,10 @@ def _open_pptx(filename: str, data: bytes, max_unzipped: int) -> _Opened:
 
     from tolk.translation import slides
 
-    check_archive(filename, data, max_unzipped, "PowerPoint presentation (.pptx, a zip archive)")
-    try:
-        presentation = pptx.Presentation(io.BytesIO(data))
-    except Exception as exc:  # python-pptx raises zipfile, lxml and KeyError alike
-        raise InvalidRequest(
-            f"'{filename}' could not be read as a PowerPoint presentation "
-            f"({type(exc).__name__}); check that it is a .pptx (not .ppt) and not damaged",
-            field="file",
-        ) from exc
+    what = ("PowerPoint presentation", ".ppt")
+    presentation = _loaded(
+        filename, data, max_unzipped, what, lambda: pptx.Presentation(io.BytesIO(data))
+    )
     return _runs_opened(slides.run_groups(presentation), presentation.save)
 
 
@@ -232,20 +240,13 @@ def _open_xlsx(filename: str, data: bytes, max_unzipped: int) -> _Opened:
 
     from tolk.translation import sheets
 
-    check_archive(filename, data, max_unzipped, "Excel workbook (.xlsx, a zip archive)")
-    try:
+    def load() -> Any:
         with zipfile.ZipFile(io.BytesIO(data)) as archive:
             sheets.count_cells(filename, archive)
         # Formulas kept (not data_only), rich text kept as runs, external links kept.
-        workbook = openpyxl.load_workbook(io.BytesIO(data), rich_text=True, keep_links=True)
-    except (InvalidRequest, PayloadTooLarge):
-        raise
-    except Exception as exc:  # openpyxl raises zipfile, lxml, KeyError and its own alike
-        raise InvalidRequest(
-            f"'{filename}' could not be read as an Excel workbook ({type(exc).__name__}); "
-            "check that it is a .xlsx (not .xls) and not damaged",
-            field="file",
-        ) from exc
+        return openpyxl.load_workbook(io.BytesIO(data), rich_text=True, keep_links=True)
+
+    workbook = _loaded(filename, data, max_unzipped, ("Excel workbook", ".xls"), load)
     return _runs_opened(sheets.run_groups(workbook), workbook.save)
 
 

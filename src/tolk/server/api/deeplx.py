@@ -261,24 +261,18 @@ async def _translate(
 
 
 @router.post(
+    "/v1/translate",
+    response_model=DeepLXTranslated,
+    responses=ERRORS,
+    summary="DeepLX: its Pro path, answered as /deeplx/translate",
+)
+@router.post(
     "/translate",
     response_model=DeepLXTranslated,
     responses=ERRORS,
     summary="DeepLX: translate a text (the URL DeepLX apps call)",
 )
 async def translate(
-    body: DeepLXTranslate, request: Request, gateway: GatewayDep, caller: DeepLXCallerDep
-) -> JSONResponse:
-    return await _translate(request, gateway, caller, body)
-
-
-@router.post(
-    "/v1/translate",
-    response_model=DeepLXTranslated,
-    responses=ERRORS,
-    summary="DeepLX: its Pro path, answered as /deeplx/translate",
-)
-async def translate_pro(
     body: DeepLXTranslate, request: Request, gateway: GatewayDep, caller: DeepLXCallerDep
 ) -> JSONResponse:
     return await _translate(request, gateway, caller, body)

@@ -186,7 +186,9 @@ async def _translate(
     usage = gateway.reported(result.usage)
     headers = gateway.headers(result) | {"X-Tolk-Chat": f"translation; shape={found.shape}"}
     counts = {"prompt_tokens": usage.prompt_tokens, "completion_tokens": usage.completion_tokens}
-    return found.answer(result.texts, sources), counts, headers
+    # The answer is as long as the texts (a JSON array, KISS's objects): built off the loop.
+    content = await gateway.offload(found.answer, result.texts, sources)
+    return content, counts, headers
 
 
 async def _chat(
@@ -228,7 +230,9 @@ async def chat_completions(
 ) -> Any:
     model = model_of(body.model, pool)
     deadline = gateway.deadline(x_request_timeout)
-    found = recognised(body)
+    # Reading the conversation (its JSON, an app's prompt) grows with the body: off the loop,
+    # in the preparation pool, as every API's parsing is.
+    found = await gateway.offload(recognised, body)
     finish = "stop"
     if found is not None:
         content, counts, headers = await _translate(
