@@ -358,11 +358,21 @@ step_real-quality() {  # issue 36: the product against the raw server, as a user
   # tolk as shipped and with each feature off (one server at a time), each alternating over
   # two rounds with vLLM's own OpenAI server on the same model and GPU, sent the plain
   # prompt: chrF++ beside requests/s, output tokens/s, GPU busy and the engine's batch.
+  # With py-spy carried: each server profiled in its first pass (--profile), and every 10 s
+  # the machine's busiest threads (top -H), to see whether anything competes for the cores.
   real_model || return 1
+  local profiling=() top_loop
+  if command -v py-spy > /dev/null; then profiling=(--profile); fi
+  ( while true; do date +%T; top -b -H -n 1 -w 400 | head -45; sleep 10; done ) \
+    > "$RESULTS/real-quality/top-threads.txt" 2>&1 &
+  top_loop=$!
   CUDA_VISIBLE_DEVICES=0 "${TOLK[@]}" bench quality --config $REAL_CONFIG \
     --openai-start models/qwen2.5-coder-0.5b-instruct --data "$DATA" --sentences 400 \
-    --markup --concurrency 256 --rounds 2 --variants examples-off,checks-off,retry-off \
+    --markup --concurrency 256 --rounds "${QUALITY_ROUNDS:-2}" \
+    --variants "${QUALITY_VARIANTS:-examples-off,checks-off,retry-off}" "${profiling[@]}" \
     --out "$RESULTS/real-quality"
+  local rc=$?
+  kill $top_loop 2>/dev/null; wait $top_loop 2>/dev/null; return $rc
 }
 
 steps=("$@")

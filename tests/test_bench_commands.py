@@ -318,8 +318,8 @@ def test_bench_quality_speed_alternates_tolk_its_variant_and_vllm(
     result = tolk(
         "bench", "quality", "--config", str(bench_config), "--model", "demo",
         "--openai-start", str(test_model), "--variants", "checks-off", "--rounds", "2",
-        "--sentences", "2", "--pairs", "en-de", "--concurrency", "2", "--out", "q",
-        cwd=tmp_path,
+        "--sentences", "2", "--pairs", "en-de", "--concurrency", "2", "--profile",
+        "--out", "q", cwd=tmp_path,
     )  # fmt: skip
     data = json.loads((tmp_path / "q" / "quality.json").read_text())
     passes = [(p["round"], p["system"]) for p in data["speed"]["passes"]]
@@ -336,3 +336,13 @@ def test_bench_quality_speed_alternates_tolk_its_variant_and_vllm(
     assert {r["system"] for r in data["records"]} == {"tolk", "openai", "tolk[checks-off]"}
     assert len(data["records"]) == 6  # the first pass of each system, scored
     assert result.stdout.index("tolk / openai: requests/s x") < result.stdout.index("chrF++")
+    # Each pass's engine steps, from the engine's own counters.
+    assert all(p["engine"]["steps"] > 0 for p in data["speed"]["passes"])
+    assert all(p["engine"]["engine_requests"] >= 2 for p in data["speed"]["passes"])
+    # py-spy on each server's first pass, the engine's process beside the API's.
+    assert set(data["profiles"]) == {"tolk", "openai", "tolk[checks-off]"}
+    for found in data["profiles"].values():
+        processes = {t["process"].split(" [")[0] for t in found["threads"]}
+        assert any(p.startswith("VLLM::EngineCore") for p in processes), processes
+        assert (tmp_path / "q" / found["file"]).is_file()
+    assert "Profile (py-spy" in (tmp_path / "q" / "quality.md").read_text()

@@ -540,12 +540,26 @@ async def standin() -> AsyncIterator[tuple[str, list[dict[str, Any]]]]:
         return web.json_response({"models": [{"model": "standin", "prompt_format": "chat"}]})
 
     async def metrics(request: web.Request) -> web.Response:
-        # The engine's gauges as vLLM publishes them (both tolk and vLLM's server do).
+        # The engine's gauges as vLLM publishes them (both tolk and vLLM's server do), and its
+        # counters as if each request took 10 engine steps of 3 tokens made, 20% cache hits.
+        served = len(seen)
         text = (
             "# TYPE vllm:num_requests_running gauge\n"
             'vllm:num_requests_running{engine="0"} 3.0\n'
             "# TYPE vllm:num_requests_waiting gauge\n"
             'vllm:num_requests_waiting{engine="0"} 1.0\n'
+            "# TYPE vllm:iteration_tokens_total histogram\n"
+            f'vllm:iteration_tokens_total_bucket{{engine="0",le="+Inf"}} {10 * served}\n'
+            f'vllm:iteration_tokens_total_count{{engine="0"}} {10 * served}\n'
+            f'vllm:iteration_tokens_total_sum{{engine="0"}} {50 * served}\n'
+            "# TYPE vllm:generation_tokens counter\n"
+            f'vllm:generation_tokens_total{{engine="0"}} {30 * served}\n'
+            "# TYPE vllm:prefix_cache_queries counter\n"
+            f'vllm:prefix_cache_queries_total{{engine="0"}} {100 * served}\n'
+            "# TYPE vllm:prefix_cache_hits counter\n"
+            f'vllm:prefix_cache_hits_total{{engine="0"}} {20 * served}\n'
+            "# TYPE vllm:request_success counter\n"
+            f'vllm:request_success_total{{engine="0",finished_reason="stop"}} {served}\n'
         )
         return web.Response(text=text, content_type="text/plain")
 
@@ -638,6 +652,15 @@ async def test_rounds_alternate_and_every_pass_is_timed_with_the_ratio_first(
         assert p["requests_per_s"] == pytest.approx(4 / p["wall_s"])
         assert p["running_mean"] == 3.0
         assert p["waiting_mean"] == 1.0
+        # The engine's counters read before and after the pass: 4 requests, 10 steps each.
+        engine = p["engine"]
+        assert engine["steps"] == 40
+        assert engine["step_ms"] == pytest.approx(1000 * p["wall_s"] / 40)
+        assert engine["generated_per_step"] == 3.0
+        assert engine["tokens_per_step"] == 5.0
+        assert engine["engine_requests"] == 4
+        assert engine["prefix_cache_hit_rate"] == pytest.approx(0.2)
+        assert engine["tpot_ms"] is None  # not published by the stand-in
     tolk_tokens = [p["output_tokens"] for p in passes if p["system"] == "tolk"]
     assert tolk_tokens == [8, 8]  # 2 a sentence in the stand-in's usage
     rows = {r["system"]: r for r in results["speed"]["systems"]}
@@ -651,6 +674,7 @@ async def test_rounds_alternate_and_every_pass_is_timed_with_the_ratio_first(
     first = md.split("\n\n")[2]  # after the title and the run's description
     assert first.startswith("**tolk / openai: requests/s x")
     assert "| tolk | 2 | 8 | 0 |" in md
+    assert "| 80 | " in md  # the engine steps of both passes
 
 
 def test_variants_run_as_blocks_each_alternating_with_one_baseline() -> None:
@@ -688,6 +712,13 @@ def test_each_variant_switches_one_feature_off_on_every_model() -> None:
     assert off["retry-off"].checks.enabled
     assert not off["retry-off"].checks.retry
     assert off["retry-off"].engine == model.engine  # nothing else changes
+    assert model.checks.retry_sampling.repetition_penalty == 1.2
+    sampled = off["retry-sampled"].checks.retry_sampling
+    assert sampled.repetition_penalty is None
+    assert sampled.temperature > 0
+    assert model.checks.markup_candidates == 4
+    assert off["markup-one-retry"].checks.markup_candidates == 1
+    assert off["markup-one-retry"].checks.retry_sampling == model.checks.retry_sampling
 
 
 # --- End to end ---------------------------------------------------------------------------

@@ -569,6 +569,20 @@ def _quality_variants(variants: str, config: Path | None) -> list[str]:
     return chosen
 
 
+def _profiler_ready(config: Path | None, openai_start: Path | None) -> None:
+    """--profile records servers started here, with py-spy: both must be so."""
+    from tolk.bench import profile
+
+    if config is None and openai_start is None:
+        raise typer.BadParameter(
+            "--profile records servers started here: give --config or --openai-start"
+        )
+    try:
+        profile.py_spy()
+    except profile.ProfilerMissing as exc:
+        raise typer.BadParameter(str(exc), param_hint="--profile") from exc
+
+
 def _quality_units(
     folder: Path,
     pairs: str,
@@ -688,9 +702,17 @@ def quality_command(
         str,
         typer.Option(
             help="With --config: tolk again with a feature off, each a system of its own "
-            "alternating with the baseline: any of examples-off,checks-off,retry-off."
+            "alternating with the baseline: any of examples-off,checks-off,retry-off,"
+            "retry-sampled,markup-one-retry."
         ),
     ] = "",
+    profile: Annotated[
+        bool,
+        typer.Option(
+            help="py-spy (on PATH) on each server started here during its first pass, its "
+            "engine's processes too: each busy thread and its hottest functions in the report."
+        ),
+    ] = False,
     alternatives: Annotated[
         int,
         typer.Option(
@@ -734,6 +756,8 @@ def quality_command(
             "--sentences and --concurrency are positive, --offset and --alternatives >= 0"
         )
     chosen_variants = _quality_variants(variants, config)
+    if profile:
+        _profiler_ready(config, openai_start)
     if rounds < 1:
         raise typer.BadParameter("--rounds is positive")
     if alternatives and not set(chosen_apis) & set(quality.ALTERNATIVE_APIS):
@@ -766,6 +790,7 @@ def quality_command(
         translation_memory=translation_memory,
         rounds=rounds,
         variants=chosen_variants,
+        profile=profile,
         settings={
             "languages": judged,
             "data": str(folder),

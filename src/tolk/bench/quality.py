@@ -39,7 +39,7 @@ from typing import Any
 import aiohttp
 from rich.progress import Progress
 
-from tolk.bench import quality_report, quality_speed
+from tolk.bench import profile, quality_report, quality_speed
 from tolk.bench.loadgen import BYPASS_MEMORY
 from tolk.bench.quality_data import Unit
 from tolk.bench.quality_speed import BASELINE
@@ -112,6 +112,7 @@ class Plan:
     translation_memory: str | None = None  # named in tolk's and DeepL's requests
     rounds: int = 1  # passes over the units per system, the systems alternating
     variants: Sequence[str] = ()  # tolk again with a feature off (quality_speed.VARIANTS)
+    profile: bool = False  # py-spy on each server started here during its first pass
 
     @property
     def measures_tolk(self) -> bool:
@@ -445,11 +446,30 @@ class Servers:
         )
         return self._baseline
 
+    def pid_of(self, system: System) -> int | None:
+        """The process serving `system`, where it was started here (py-spy needs it)."""
+        server = self._vllm if system.name == BASELINE else self._tolk
+        return server.proc.pid if server is not None else None
+
     def stop(self) -> None:
         self.stop_tolk()
         if self._vllm is not None:
             self._vllm.stop()
             self._vllm = None
+
+
+def _recording(
+    plan: Plan, servers: Servers, system: System, scored: set[str], workdir: Path
+) -> profile.Recording | None:
+    """py-spy started on `system`'s server for its first pass, where --profile asks and the
+    server was started here."""
+    pid = servers.pid_of(system)
+    if not plan.profile or system.name in scored or pid is None:
+        return None
+    name = re.sub(r"[^A-Za-z0-9._-]", "-", system.name)
+    recording = profile.Recording(pid, workdir.resolve() / f"profile-{name}.txt")
+    recording.start()
+    return recording
 
 
 def schedule(plan: Plan) -> list[tuple[int, str | None, int, str]]:
@@ -474,15 +494,21 @@ async def run_quality(
     passes: list[dict[str, Any]] = []
     servers = Servers(plan, workdir)
     scored: set[str] = set()
+    profiles: dict[str, dict[str, Any]] = {}
     steps = schedule(plan)
     try:
         for k, (block, variant, round_, side) in enumerate(steps):
             chosen = await servers.tolk(variant) if side == "tolk" else [await servers.baseline()]
             for system in chosen:
+                recording = _recording(plan, servers, system, scored, workdir)
                 found, figures = await quality_speed.timed_pass(
                     system.name, system.url, round_,
                     translate_all(system, plan.units, plan.concurrency, progress),
                 )  # fmt: skip
+                if recording is not None and recording.stop():
+                    profiles[system.name] = profile.summarize(
+                        recording.output, recording.seconds, recording.rate
+                    )
                 passes.append(figures | {"block": block, "variant": variant})
                 if system.name not in scored:
                     scored.add(system.name)
@@ -504,6 +530,7 @@ async def run_quality(
         "variants": list(plan.variants),
         "records": records,
         "speed": quality_speed.summarize(passes) | {"passes": passes},
+        "profiles": profiles,
     }
     results["summary"] = quality_report.summarize(results)
     return results

@@ -32,7 +32,7 @@ from sacrebleu.metrics.bleu import BLEU
 from sacrebleu.metrics.chrf import CHRF
 from sacrebleu.significance import PairedTest, Result, _bootstrap_resample
 
-from tolk.bench import quality_speed
+from tolk.bench import profile, quality_speed
 from tolk.bench.quality_data import UNSPACED, glued, markup_intact
 from tolk.bench.report import json_safe, save_figure
 from tolk.bench.stats import percentile
@@ -409,9 +409,12 @@ def _speed_markdown(results: dict[str, Any]) -> list[str]:
         "",
         f"Speed ({results.get('concurrency')} requests at once, {results.get('rounds', 1)} "
         "round(s) a system, rounds alternating; GPU busy from NVML, running/waiting the "
-        "engine's requests, means of the samples):",
+        "engine's requests, means of the samples; engine steps and what they made from "
+        "vLLM's counters before and after each pass, ms a step the wall time over them, "
+        "TPOT the engine's mean time per output token):",
         "",
         *_markdown_table(quality_speed.SPEED_COLUMNS, speed_rows),
+        *profile.markdown(results.get("profiles") or {}),
         "",
         "Quality (each system's first pass):",
         "",

@@ -28,7 +28,7 @@ from typing import Any
 import aiohttp
 
 from tolk.bench.scrape import TIMELINE_QUERY
-from tolk.config import TolkConfig
+from tolk.config import SamplingSettings, TolkConfig
 from tolk.wire.prometheus import Snapshot
 
 SAMPLE_INTERVAL = 0.25
@@ -56,6 +56,12 @@ VARIANTS: dict[str, Callable[[TolkConfig], TolkConfig]] = {
     "examples-off": _examples_off,  # no human translations shown before the text
     "checks-off": _checks({"enabled": False}),  # no output checks, so no retries either
     "retry-off": _checks({"retry": False}),  # checked and flagged, never tried again
+    # Retries sampled rather than greedy with a repetition penalty: vLLM applies penalties to
+    # a whole engine step's batch once any sequence in it has one (every sequence's output
+    # tokens padded into a tensor on the CPU, every step).
+    "retry-sampled": _checks({"retry_sampling": SamplingSettings(temperature=0.7, top_p=0.95)}),
+    # A markup unit whose placeholders did not come back retried once, not as 4 candidates.
+    "markup-one-retry": _checks({"markup_candidates": 1}),
 }
 
 
@@ -142,13 +148,74 @@ class PassSampler:
                 await self._task
 
 
+# The engine's own counters, read before and after each pass (full /metrics: vLLM's, which
+# tolk's server republishes): how many engine steps the pass took, how many tokens each step
+# carried, how many engine requests (retries, candidates) and prefix-cache hits it had.
+ENGINE_COUNTERS = {
+    "steps": ("vllm:iteration_tokens_total_count", None),
+    "step_tokens": ("vllm:iteration_tokens_total_sum", None),
+    "generation_tokens": ("vllm:generation_tokens_total", None),
+    "prompt_tokens": ("vllm:prompt_tokens_total", None),
+    "prefix_cache_queries": ("vllm:prefix_cache_queries_total", None),
+    "prefix_cache_hits": ("vllm:prefix_cache_hits_total", None),
+    "engine_requests": ("vllm:request_success_total", None),
+    "preemptions": ("vllm:num_preemptions_total", None),
+    "tpot_sum": ("vllm:request_time_per_output_token_seconds_sum", None),
+    "tpot_count": ("vllm:request_time_per_output_token_seconds_count", None),
+}
+
+
+async def engine_counters(url: str) -> dict[str, float] | None:
+    """ENGINE_COUNTERS now, or None where the server does not publish vLLM's metrics."""
+    timeout = aiohttp.ClientTimeout(total=30)
+    try:
+        async with (
+            aiohttp.ClientSession(url, timeout=timeout) as client,
+            client.get("/metrics") as response,
+        ):
+            snap = Snapshot.parse(await response.text())
+    except (aiohttp.ClientError, TimeoutError, ValueError):
+        return None
+    if "vllm:iteration_tokens_total_count" not in snap.counts:
+        return None
+    return {key: snap.get(name, le) for key, (name, le) in ENGINE_COUNTERS.items()}
+
+
+def engine_figures(
+    before: Mapping[str, float] | None, after: Mapping[str, float] | None, wall_s: float
+) -> dict[str, float | None] | None:
+    """What the engine did in one pass: steps, their mean time and tokens, generated tokens
+    per step (about the sequences decoding in each), engine requests, prefix-cache hit rate
+    and the mean time per output token the engine measured."""
+    if before is None or after is None:
+        return None
+    d = {key: after[key] - before[key] for key in ENGINE_COUNTERS}
+    steps = d["steps"]
+    return {
+        "steps": steps,
+        "step_ms": 1000 * wall_s / steps if steps else None,
+        "tokens_per_step": d["step_tokens"] / steps if steps else None,
+        "generated_per_step": d["generation_tokens"] / steps if steps else None,
+        "generation_tokens": d["generation_tokens"],
+        "prompt_tokens": d["prompt_tokens"],
+        "engine_requests": d["engine_requests"],
+        "prefix_cache_hit_rate": (
+            d["prefix_cache_hits"] / d["prefix_cache_queries"]
+            if d["prefix_cache_queries"]
+            else None
+        ),
+        "preemptions": d["preemptions"],
+        "tpot_ms": 1000 * d["tpot_sum"] / d["tpot_count"] if d["tpot_count"] else None,
+    }
+
+
 def _mean(values: Sequence[float]) -> float | None:
     return sum(values) / len(values) if values else None
 
 
 def pass_figures(
     system: str, round_: int, records: Sequence[Mapping[str, Any]], wall_s: float,
-    sampler: PassSampler,
+    sampler: PassSampler, engine: Mapping[str, float | None] | None = None,
 ) -> dict[str, Any]:  # fmt: skip
     """One pass of one system: its wall time, throughput and what was sampled meanwhile."""
     tokens = [r["output_tokens"] for r in records if r.get("output_tokens") is not None]
@@ -168,6 +235,7 @@ def pass_figures(
         "waiting_mean": _mean(sampler.waiting),
         "waiting_max": max(sampler.waiting) if sampler.waiting else None,
         "samples": max(len(sampler.gpu), len(sampler.running)),
+        "engine": dict(engine) if engine is not None else None,
     }
 
 
@@ -175,6 +243,7 @@ async def timed_pass(
     system: str, url: str, round_: int, run: Awaitable[list[dict[str, Any]]]
 ) -> tuple[list[dict[str, Any]], dict[str, Any]]:
     """Await one pass (`run` gives its records), timed and sampled."""
+    before = await engine_counters(url)
     sampler = PassSampler(url)
     sampler.start()
     started = time.perf_counter()
@@ -183,7 +252,8 @@ async def timed_pass(
     finally:
         wall = time.perf_counter() - started
         await sampler.stop()
-    return records, pass_figures(system, round_, records, wall, sampler)
+    engine = engine_figures(before, await engine_counters(url), wall)
+    return records, pass_figures(system, round_, records, wall, sampler, engine)
 
 
 def _total(passes: Sequence[Mapping[str, Any]], key: str) -> float | None:
@@ -213,6 +283,28 @@ def _system_row(system: str, passes: Sequence[Mapping[str, Any]]) -> dict[str, A
         "gpu_util_mean": mean_of("gpu_util_mean"),
         "running_mean": mean_of("running_mean"),
         "waiting_mean": mean_of("waiting_mean"),
+        "engine": _engine_row(passes),
+    }
+
+
+def _engine_row(passes: Sequence[Mapping[str, Any]]) -> dict[str, float | None] | None:
+    """The passes' engine figures together: counts summed, rates per step over all steps."""
+    found = [p["engine"] for p in passes if p.get("engine")]
+    if not found:
+        return None
+    steps = sum(e["steps"] for e in found)
+    wall = sum(p["wall_s"] for p in passes if p.get("engine"))
+    generated = sum(e["generation_tokens"] for e in found)
+    tpots = [e["tpot_ms"] for e in found if e["tpot_ms"] is not None]
+    rates = [e["prefix_cache_hit_rate"] for e in found if e["prefix_cache_hit_rate"] is not None]
+    return {
+        "steps": steps,
+        "step_ms": 1000 * wall / steps if steps else None,
+        "generated_per_step": generated / steps if steps else None,
+        "generation_tokens": generated,
+        "engine_requests": sum(e["engine_requests"] for e in found),
+        "prefix_cache_hit_rate": _mean(rates),
+        "tpot_ms": _mean(tpots),
     }
 
 
@@ -265,8 +357,20 @@ def ratio_lines(speed: Mapping[str, Any]) -> list[str]:
 
 SPEED_COLUMNS = (
     "system", "passes", "requests", "errors", "wall s", "req/s", "req/s per round",
-    "output tok/s", "GPU busy %", "running", "waiting",
+    "output tok/s", "GPU busy %", "running", "waiting", "engine steps", "ms a step",
+    "tokens made a step", "TPOT ms", "engine requests", "prefix hit %",
 )  # fmt: skip
+
+
+def _engine_cells(engine: Mapping[str, Any] | None) -> list[str]:
+    if not engine:
+        return ["-"] * 6
+    hit = engine["prefix_cache_hit_rate"]
+    return [
+        _num(engine["steps"], 0), _num(engine["step_ms"]), _num(engine["generated_per_step"]),
+        _num(engine["tpot_ms"]), _num(engine["engine_requests"], 0),
+        _num(100 * hit if hit is not None else None, 0),
+    ]  # fmt: skip
 
 
 def rows(speed: Mapping[str, Any]) -> list[list[str]]:
@@ -277,6 +381,7 @@ def rows(speed: Mapping[str, Any]) -> list[list[str]]:
             ", ".join(_num(v) for v in s["per_round_requests_per_s"]),
             _num(s["output_tokens_per_s"], 0), _num(s["gpu_util_mean"], 0),
             _num(s["running_mean"]), _num(s["waiting_mean"]),
+            *_engine_cells(s.get("engine")),
         ]
         for s in speed["systems"]
     ]  # fmt: skip
