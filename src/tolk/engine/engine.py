@@ -220,6 +220,12 @@ def load_tokenizer(settings: ModelSettings) -> Tokenizer:
 
 _request_ids = itertools.count()
 
+# What ModelEngine.warm_up sends: a few tokens of a short text, enough for every kind of step
+# (prefill, decode, sampling, penalties) to have run once.
+WARM_UP_TEXT = "Hello, world."
+WARM_UP_TOKENS = 8
+WARM_UP_REGEX = r"[A-Za-z ]{1,16}"
+
 EngineState = Literal["ready", "dead", "restarting", "failed"]
 
 
@@ -481,6 +487,58 @@ class ModelEngine:
             )
             for i, c in enumerate(final.outputs[:n])
         ]
+
+    def warm_up_shapes(self) -> list[tuple[SamplingSettings | None, bool, int, str | None]]:
+        """(sampling, stop_loops, n, regex) of each way tolk asks this model to decode: its
+        own sampling; where checks are on, with loop detection, the retry's sampling and
+        the markup retry's candidates (guided where configured); sampled candidates."""
+        settings = self.settings
+        checks, candidates = settings.checks, settings.candidates
+        stop = checks.enabled and checks.stop_loops
+        shapes: list[tuple[SamplingSettings | None, bool, int, str | None]] = [
+            (None, False, 1, None)
+        ]
+        if stop:
+            shapes.append((None, True, 1, None))
+        if checks.enabled and checks.retry:
+            shapes.append((checks.retry_sampling, stop, 1, None))
+            if checks.markup_candidates > 1:
+                shapes.append((checks.markup_sampling, stop, checks.markup_candidates, None))
+            if checks.markup_guided:
+                shapes.append((checks.retry_sampling, stop, 1, WARM_UP_REGEX))
+        if candidates.n > 1:
+            shapes.append((candidates.sampling, stop, candidates.n - 1, None))
+        return shapes
+
+    async def warm_up(self) -> float:
+        """Each of warm_up_shapes once, before the server takes traffic: first the model's own
+        decoding alone, then all of them in one batch; the seconds it took.
+
+        vLLM compiles some of what a step runs the first time a batch needs it: on a GPU,
+        Triton kernels for sampling (temperature, top-p) and for penalties, compiled inside
+        the engine's step while every sequence of the batch waits. py-spy found that the
+        first pass of a freshly started server spent 13% of its engine's time in Triton's
+        compiler, about 3.5 s (docs/benchmarks.md, section 17). A failure here is logged:
+        the engine's supervision deals with an engine that cannot serve."""
+        begun = time.monotonic()
+        ids = self.tokenizer.encode(WARM_UP_TEXT, add_special_tokens=False)
+        shapes = self.warm_up_shapes()
+        try:
+            await self.generate_n(ids, WARM_UP_TOKENS)
+            await asyncio.gather(
+                *(
+                    self.generate_n(ids, WARM_UP_TOKENS, sampling, stop, n, regex)
+                    for sampling, stop, n, regex in shapes
+                )
+            )
+        except TolkError as exc:
+            log.warning("warming up the engine for model '%s' failed: %s", self.name, exc)
+        seconds = time.monotonic() - begun
+        log.info(
+            "engine for model '%s' warmed up in %.2f s (decoding setups: %d)",
+            self.name, seconds, len(shapes),
+        )  # fmt: skip
+        return seconds
 
     async def _dying(self) -> bool:
         """Whether a request's failure is the engine dying: when a Worker dies its

@@ -158,6 +158,7 @@ class ServerParts:
         self.memory = SegmentMemory(memory_url, m.max_entries) if m.enabled else None
         self._background: list[asyncio.Task[None]] = []
         self._translator: Translator | None = None
+        self._begun = time.monotonic()
 
     def start(self, app: FastAPI) -> None:
         """Start the engines (blocking: their start-up), then what runs beside them."""
@@ -195,6 +196,13 @@ class ServerParts:
             flush = every(FLUSH_SECONDS, self.memory.flush, "writing the segment memory")
             self._background.append(asyncio.create_task(flush))
         languages.warm(t for e in pool.engines for t in e.settings.coverage.tags())
+        self._begun = begun
+
+    async def ready(self) -> None:
+        """What is left before the server takes traffic: each real engine's warm-up
+        (ModelEngine.warm_up: a stand-in compiles nothing), then the heap set aside."""
+        if self.starter is None:
+            await asyncio.gather(*(e.warm_up() for e in self.pool.engines))
         # Everything allocated so far (vLLM, torch, transformers, the tokenizers) lives as long
         # as the server: move it out of the garbage collector's sight, as vLLM's own server
         # does, so that full collections under load do not scan it (tens of ms each).
@@ -202,9 +210,9 @@ class ServerParts:
         gc.freeze()
         log.info(
             "tolk ready: %d model(s) in %.1f s: %s",
-            len(pool.engines),
-            time.monotonic() - begun,
-            ", ".join(e.name for e in pool.engines),
+            len(self.pool.engines),
+            time.monotonic() - self._begun,
+            ", ".join(e.name for e in self.pool.engines),
         )
 
     async def stop(self) -> None:
@@ -237,6 +245,7 @@ def create_app(config: TolkConfig, *, starter: LLMStarter | None = None) -> Fast
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         parts.start(app)
         try:
+            await parts.ready()
             yield
         finally:
             await parts.stop()
