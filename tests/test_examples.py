@@ -58,6 +58,16 @@ def _reply(prompt: str) -> str:
 
 @pytest.fixture(scope="module")
 def copying(test_model: Path) -> Iterator[tuple[InProcessServer, FakeLLM]]:
+    yield from _copier(test_model)
+
+
+@pytest.fixture
+def copying_again(test_model: Path) -> Iterator[tuple[InProcessServer, FakeLLM]]:
+    """A server of its own: what it learns about a pair's copies is its own."""
+    yield from _copier(test_model)
+
+
+def _copier(test_model: Path) -> Iterator[tuple[InProcessServer, FakeLLM]]:
     model = model_config(
         "copier", test_model, languages=["en", "de"], checks={"enabled": True}, prompt_examples=2
     )
@@ -110,3 +120,61 @@ def test_a_copied_example_is_retried_without_examples_and_counted(
     assert ({"model": "copier", "problem": "copied_example"}, 1.0) in found, found
     retries = metric_samples(metrics, "tolk_output_retries_total")
     assert ({"model": "copier", "result": "mended"}, 1.0) in retries, retries
+
+
+def test_a_pair_whose_first_tries_copy_gets_them_without_examples(
+    copying_again: tuple[InProcessServer, FakeLLM],
+) -> None:
+    """tolk.translation.copying: once a pair's first tries have copied an example in most of
+    them, its first tries go without examples (no first try wasted, no retry), save one in
+    PROBE_EVERY, which still shows them and is retried when it copies."""
+    from tolk.translation.copying import MIN_SEEN, PROBE_EVERY
+
+    server, llm = copying_again
+
+    def translate() -> dict[str, Any]:
+        body = {"text": SOURCE, "source_lang": "en", "target_lang": "de"}
+        answer: dict[str, Any] = httpx.post(
+            f"{server.url}/translate", json=body, headers={"Cache-Control": "no-store"},
+            timeout=60,
+        ).json()  # fmt: skip
+        assert answer["translation"] == TRANSLATION, answer
+        assert answer["warnings"] == [], answer
+        return answer
+
+    for _ in range(MIN_SEEN):  # each copied its examples: a first try and a retry
+        translate()
+    assert llm.requests == 2 * MIN_SEEN
+    for _ in range(2 * PROBE_EVERY):  # now one engine request each, and two per probe
+        translate()
+    assert llm.requests == 2 * MIN_SEEN + 2 * PROBE_EVERY + 2
+    # What the probes keep measuring: every first try that showed examples copied them.
+    metrics = httpx.get(f"{server.url}/metrics", timeout=30).text
+    found = metric_samples(metrics, "tolk_output_problems_total")
+    assert ({"model": "copier", "problem": "copied_example"}, MIN_SEEN + 2.0) in found, found
+
+
+def test_the_watch_withholds_past_the_limit_and_shows_again_when_copying_stops() -> None:
+    from tolk.translation.copying import MIN_SEEN, PROBE_EVERY, WINDOW, CopyWatch
+
+    watch = CopyWatch()
+    pair = ("m", "en", "ne")
+    for _ in range(MIN_SEEN - 1):
+        watch.record(*pair, copied=True, limit=0.5)
+    assert watch.show(*pair)  # too few seen yet
+    watch.record(*pair, copied=True, limit=0.5)
+    assert watch.withheld(*pair)
+    shown = [watch.show(*pair) for _ in range(3 * PROBE_EVERY)]
+    assert shown.count(True) == 3  # the probes
+    assert watch.withheld("m", "en", "de") is False  # per pair
+    # The probes find the model no longer copying: once the copies are no longer more than
+    # half of the window, the examples come back.
+    for _ in range(MIN_SEEN):
+        watch.record(*pair, copied=False, limit=0.5)
+    assert not watch.withheld(*pair)
+    assert watch.show(*pair)
+    assert watch.copy_rate(*pair) == 0.5
+    # The window slides: only the last WINDOW first tries count.
+    for _ in range(WINDOW):
+        watch.record(*pair, copied=False, limit=0.5)
+    assert watch.copy_rate(*pair) == 0.0

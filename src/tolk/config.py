@@ -196,6 +196,15 @@ class ModelSettings(_Strict):
         "a segment with placeholders gets one with placeholders. The same for every request "
         "of a pair, so prefix caching reads them once (tolk.translation.examples).",
     )
+    examples_copy_limit: float = Field(
+        0.5,
+        gt=0,
+        le=1,
+        description="With prompt_examples and checks: a language pair whose first tries copied "
+        "an example in more than this share of its last 200 gets its first tries without "
+        "examples, as its retries are (one in 10 still shows them, so that the share keeps "
+        "being measured); 1: always shown (tolk.translation.copying).",
+    )
     languages: tuple[str, ...] = Field((), description="Serve any pair among these languages.")
     pairs: tuple[str, ...] = Field((), description="Serve these pairs, written 'en>de'.")
     max_tokens_ratio: float | None = Field(

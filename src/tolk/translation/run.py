@@ -102,6 +102,7 @@ class SegmentRun:
         "_alternatives",
         "_candidates",
         "_checks",
+        "_copying",
         "_engine",
         "_flow",
         "_glossary",
@@ -140,6 +141,10 @@ class SegmentRun:
         self._alternatives = request.alternatives
         # A first try samples this many outputs beside the greedy one.
         self._sampled = max(self._candidates.n - 1, request.alternatives)
+        # Whether first tries' copies of the examples are watched (tolk.translation.copying).
+        watch = checks.enabled and settings.prompt_examples > 0
+        watch = watch and settings.prompt_format == "chat" and settings.examples_copy_limit < 1
+        self._copying = translator.copying if watch else None
         self._stop_loops = checks.enabled and checks.stop_loops
         self._retries = checks.enabled and checks.retry
         self._tm = request.translation_memory
@@ -197,7 +202,7 @@ class SegmentRun:
         memory = self._memory
         assert memory is not None
         await self._pacer.turn()
-        job = self.job(index, text, told)
+        job = self.job(index, text, told, self.show_examples())
         key = self._translator.memory_key(self._engine, text, job)
         if not self._lookups:
             return job, key, None
@@ -261,7 +266,7 @@ class SegmentRun:
         as the request's `alternatives` if more, the further ones only alternatives. `job`:
         the segment's, if the segment memory's step made it already."""
         if job is None:
-            job = self.job(index, text, told)
+            job = self.job(index, text, told, self.show_examples())
         engine, size = self._engine, self._flow.progress.segments
         ids, budget = job.prompt_ids, job.max_tokens
         requests = [engine.generate_n(ids, budget, None, stop, 1, None, segments=size)]
@@ -273,7 +278,18 @@ class SegmentRun:
         tries = await self._submitted(requests, text, job)
         among = tries[: self._candidates.n]
         first = among[0] if len(among) == 1 else await asyncio.to_thread(select, among)
+        if self._copying is not None and job.examples:
+            copied = "copied_example" in first.verdict.problems
+            limit = engine.settings.examples_copy_limit
+            self._copying.record(engine.name, self._source.tag, self._target.tag, copied, limit)
         return tries, first
+
+    def show_examples(self) -> bool:
+        """Whether this segment's first try shows the pair's examples: unless the model has
+        been copying them (tolk.translation.copying)."""
+        if self._copying is None:
+            return True
+        return self._copying.show(self._engine.name, self._source.tag, self._target.tag)
 
     async def retry(
         self, index: int, text: str, stop: bool, again: Verdict, told: Instructions

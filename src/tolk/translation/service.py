@@ -38,6 +38,7 @@ from tolk.tm import TranslationMemories
 from tolk.translation import chat
 from tolk.translation.chat import ChatCompletion
 from tolk.translation.checks import OutputChecks
+from tolk.translation.copying import CopyWatch
 from tolk.translation.document import Document
 from tolk.translation.fidelity import CheckCounts, TextWarning
 from tolk.translation.formats import Splitter, parse
@@ -98,6 +99,9 @@ class Translator:
         self.checks = OutputChecks([*pool.sources, *pool.targets])
         # Per-segment work waits for a turn: one piece per pass of the event loop.
         self.pacer = Pacer()
+        # Per model and pair: whether first tries copy the examples shown, and so whether
+        # they are shown (tolk.translation.copying).
+        self.copying = CopyWatch()
         # Per-request work whose cost grows with the input (parsing, segmenting, the
         # glossary, planning and rendering documents) runs here, never on the event loop,
         # so one large or hostile request cannot stall every other client; the pool's size
