@@ -123,7 +123,7 @@ def test_a_copied_example_is_retried_without_examples_and_counted(
 
 
 def test_a_pair_whose_first_tries_copy_gets_them_without_examples(
-    copying_again: tuple[InProcessServer, FakeLLM],
+    copying_again: tuple[InProcessServer, FakeLLM], test_model: Path
 ) -> None:
     """tolk.translation.copying: once a pair's first tries have copied an example in most of
     them, its first tries go without examples (no first try wasted, no retry), save one in
@@ -148,6 +148,18 @@ def test_a_pair_whose_first_tries_copy_gets_them_without_examples(
     for _ in range(2 * PROBE_EVERY):  # now one engine request each, and two per probe
         translate()
     assert llm.requests == 2 * MIN_SEEN + 2 * PROBE_EVERY + 2
+    # The last was a probe (its first try and its retry); the one before went without
+    # examples, told what a retry is told.
+    from transformers import AutoTokenizer
+
+    tokenizer = AutoTokenizer.from_pretrained(str(test_model))
+    withheld = str(tokenizer.decode(list(llm.prompts)[-3]))
+    shown = examples(lang("en"), lang("de"), 2)
+    assert not any(t in withheld for _, t in shown)
+    assert SOURCE in withheld
+    assert "Write the translation in German only" in withheld
+    probe = str(tokenizer.decode(list(llm.prompts)[-2]))
+    assert all(t in probe for _, t in shown)
     # What the probes keep measuring: every first try that showed examples copied them.
     metrics = httpx.get(f"{server.url}/metrics", timeout=30).text
     found = metric_samples(metrics, "tolk_output_problems_total")

@@ -9,8 +9,9 @@ most of its latency (docs/benchmarks.md, sections 15 and 17). Those retries are 
 is served with; the first tries are waste.
 
 So each engine keeps, per language pair, whether its last WINDOW first tries shown examples
-copied one. Past `examples_copy_limit` of them the pair's first tries go without examples (as
-its retries do), save one in PROBE_EVERY that still shows them: the share keeps being measured,
+copied one. Past `examples_copy_limit` of them the pair's first tries go as its retries would,
+without examples and (with `checks.retry_instruction`) told again which language to answer
+in, save one in PROBE_EVERY that still shows them: the share keeps being measured,
 and when the model stops copying (another model, other examples) the examples come back. Before
 MIN_SEEN tries a pair shows its examples. Nothing is hidden from the client: a copy is still
 flagged and retried, as before.

@@ -202,7 +202,7 @@ class SegmentRun:
         memory = self._memory
         assert memory is not None
         await self._pacer.turn()
-        job = self.job(index, text, told, self.show_examples())
+        job = self.job(index, text, *self.first_prompt(text, told))
         key = self._translator.memory_key(self._engine, text, job)
         if not self._lookups:
             return job, key, None
@@ -266,7 +266,7 @@ class SegmentRun:
         as the request's `alternatives` if more, the further ones only alternatives. `job`:
         the segment's, if the segment memory's step made it already."""
         if job is None:
-            job = self.job(index, text, told, self.show_examples())
+            job = self.job(index, text, *self.first_prompt(text, told))
         engine, size = self._engine, self._flow.progress.segments
         ids, budget = job.prompt_ids, job.max_tokens
         requests = [engine.generate_n(ids, budget, None, stop, 1, None, segments=size)]
@@ -284,12 +284,16 @@ class SegmentRun:
             self._copying.record(engine.name, self._source.tag, self._target.tag, copied, limit)
         return tries, first
 
-    def show_examples(self) -> bool:
-        """Whether this segment's first try shows the pair's examples: unless the model has
-        been copying them (tolk.translation.copying)."""
-        if self._copying is None:
-            return True
-        return self._copying.show(self._engine.name, self._source.tag, self._target.tag)
+    def first_prompt(self, text: str, told: Instructions) -> tuple[Instructions, bool]:
+        """The first try's instructions and whether it shows the pair's examples: it does,
+        unless the model has been copying them (tolk.translation.copying); then it goes as
+        its retry would, with the retry's firmer instruction where configured."""
+        copying, engine = self._copying, self._engine
+        if copying is None or copying.show(engine.name, self._source.tag, self._target.tag):
+            return told, True
+        if self._checks.retry_instruction:
+            told = firmer(engine, told, text, self._source, self._target, COPIED)
+        return told, False
 
     async def retry(
         self, index: int, text: str, stop: bool, again: Verdict, told: Instructions
@@ -402,6 +406,10 @@ class SegmentRun:
                 )
             )
         return finished
+
+
+# What a first try without examples is told, as the retry of a copy would be.
+COPIED = Verdict(("copied_example",))
 
 
 def finish(
