@@ -12,7 +12,7 @@ from typing import Any
 from tests.helpers import ServerProcess, model_config
 from tolk.config import ModelSettings, SamplingSettings
 from tolk.engine import EngineMetrics
-from tolk.engine.engine import LOOP_DETECTION, WARM_UP_TOKENS, ModelEngine
+from tolk.engine.engine import LOOP_DETECTION, WARM_UP_BATCHES, WARM_UP_TOKENS, ModelEngine
 from tolk.engine.vllm_compat import loop_detection
 from tolk.testing.fake_engine import FakeEngines, FakeLLM, FakeOutput
 
@@ -77,12 +77,19 @@ async def test_every_way_of_decoding_runs_once_greedy_alone_first(test_model: Pa
     assert checks.markup_candidates == 4
     engine, llm = _engine(settings)
     await engine.warm_up()
-    first, *together = llm.seen
+    first, *batches = llm.seen
     assert (first.temperature, first.n) == (0.0, 1)  # the model's own, alone
     assert all(r.max_tokens == WARM_UP_TOKENS for r in llm.seen)
-    # Then every way at once: a batch that mixes them, as a loaded engine's does.
-    assert len(together) == len(engine.warm_up_shapes()) == 4
-    assert llm.events == ["start", "end"] + ["start"] * 4 + ["end"] * 4
+    # Then every way at once, twice: batches that mix them, as a loaded engine's do, of 16
+    # sequences and of 17 (the rest the model's own).
+    assert len(engine.warm_up_shapes()) == 4
+    sixteen, seventeen = batches[:13], batches[13:]
+    assert sum(r.n for r in sixteen) == WARM_UP_BATCHES[0] == 16
+    assert sum(r.n for r in seventeen) == WARM_UP_BATCHES[1] == 17
+    assert llm.events == (
+        ["start", "end"] + ["start"] * 13 + ["end"] * 13 + ["start"] * 14 + ["end"] * 14
+    )
+    together = sixteen[:4]
     retry, markup = checks.retry_sampling, checks.markup_sampling
     assert retry.repetition_penalty is not None
     ways = {(r.temperature, r.repetition_penalty, r.n) for r in together}

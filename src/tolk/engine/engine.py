@@ -225,6 +225,9 @@ _request_ids = itertools.count()
 WARM_UP_TEXT = "Hello, world."
 WARM_UP_TOKENS = 8
 WARM_UP_REGEX = r"[A-Za-z ]{1,16}"
+# The sequences of each batch it sends: both 8 or more (where vLLM samples top-k/top-p with
+# Triton) and one a multiple of 16, one not (Triton compiles each kind of integer argument).
+WARM_UP_BATCHES = (16, 17)
 
 EngineState = Literal["ready", "dead", "restarting", "failed"]
 
@@ -511,26 +514,33 @@ class ModelEngine:
         return shapes
 
     async def warm_up(self) -> float:
-        """Each of warm_up_shapes once, before the server takes traffic: first the model's own
-        decoding alone, then all of them in one batch; the seconds it took.
+        """Each of warm_up_shapes, before the server takes traffic: first the model's own
+        decoding alone, then all of them together in a batch of WARM_UP_BATCHES[0]
+        sequences, then of WARM_UP_BATCHES[1] (the rest of each batch the model's own
+        decoding); the seconds it took.
 
         vLLM compiles some of what a step runs the first time a batch needs it: on a GPU,
-        Triton kernels for sampling (temperature, top-p) and for penalties, compiled inside
-        the engine's step while every sequence of the batch waits. py-spy found that the
-        first pass of a freshly started server spent 13% of its engine's time in Triton's
-        compiler, about 3.5 s (docs/benchmarks.md, section 17). A failure here is logged:
+        Triton kernels such as top-k/top-p sampling, used for batches of 8 sequences or
+        more, and compiled again for each specialisation of their integer arguments (a
+        batch size that is a multiple of 16 or not), inside the engine's step while every
+        sequence of the batch waits. py-spy found the first loaded pass of a fresh server
+        spending 10-13% of its engine's time in Triton's compiler, 1.6-3.5 s (docs/
+        benchmarks.md, section 17): hence batches of both kinds here. A failure is logged:
         the engine's supervision deals with an engine that cannot serve."""
         begun = time.monotonic()
         ids = self.tokenizer.encode(WARM_UP_TEXT, add_special_tokens=False)
         shapes = self.warm_up_shapes()
+        sequences = sum(n for _, _, n, _ in shapes)
         try:
             await self.generate_n(ids, WARM_UP_TOKENS)
-            await asyncio.gather(
-                *(
-                    self.generate_n(ids, WARM_UP_TOKENS, sampling, stop, n, regex)
-                    for sampling, stop, n, regex in shapes
+            for size in WARM_UP_BATCHES:
+                fill = [(None, False, 1, None)] * max(0, size - sequences)
+                await asyncio.gather(
+                    *(
+                        self.generate_n(ids, WARM_UP_TOKENS, sampling, stop, n, regex)
+                        for sampling, stop, n, regex in [*shapes, *fill]
+                    )
                 )
-            )
         except TolkError as exc:
             log.warning("warming up the engine for model '%s' failed: %s", self.name, exc)
         seconds = time.monotonic() - begun
