@@ -125,10 +125,10 @@ def test_a_copied_example_is_retried_without_examples_and_counted(
 def test_a_pair_whose_first_tries_copy_gets_them_without_examples(
     copying_again: tuple[InProcessServer, FakeLLM], test_model: Path
 ) -> None:
-    """tolk.translation.copying: once a pair's first tries have copied an example in most of
+    """tolk.translation.watch: once a pair's first tries have copied an example in most of
     them, its first tries go without examples (no first try wasted, no retry), save one in
     PROBE_EVERY, which still shows them and is retried when it copies."""
-    from tolk.translation.copying import MIN_SEEN, PROBE_EVERY
+    from tolk.translation.watch import MIN_SEEN, PROBE_EVERY
 
     server, llm = copying_again
 
@@ -166,27 +166,89 @@ def test_a_pair_whose_first_tries_copy_gets_them_without_examples(
     assert ({"model": "copier", "problem": "copied_example"}, MIN_SEEN + 2.0) in found, found
 
 
-def test_the_watch_withholds_past_the_limit_and_shows_again_when_copying_stops() -> None:
-    from tolk.translation.copying import MIN_SEEN, PROBE_EVERY, WINDOW, CopyWatch
+def test_the_watch_skips_past_the_limit_and_does_it_again_when_the_waste_stops() -> None:
+    from tolk.translation.watch import MIN_SEEN, PROBE_EVERY, WINDOW, PairWatch
 
-    watch = CopyWatch()
+    watch = PairWatch("first tries shown examples")
     pair = ("m", "en", "ne")
     for _ in range(MIN_SEEN - 1):
-        watch.record(*pair, copied=True, limit=0.5)
-    assert watch.show(*pair)  # too few seen yet
-    watch.record(*pair, copied=True, limit=0.5)
-    assert watch.withheld(*pair)
-    shown = [watch.show(*pair) for _ in range(3 * PROBE_EVERY)]
-    assert shown.count(True) == 3  # the probes
-    assert watch.withheld("m", "en", "de") is False  # per pair
-    # The probes find the model no longer copying: once the copies are no longer more than
-    # half of the window, the examples come back.
+        watch.record(*pair, wasted=True, limit=0.5)
+    assert watch.do(*pair)  # too few seen yet
+    watch.record(*pair, wasted=True, limit=0.5)
+    assert watch.skipping(*pair)
+    done = [watch.do(*pair) for _ in range(3 * PROBE_EVERY)]
+    assert done.count(True) == 3  # the probes
+    assert watch.skipping("m", "en", "de") is False  # per pair
+    # The probes find no more waste: once it is no longer more than half of the window, the
+    # step is done again.
     for _ in range(MIN_SEEN):
-        watch.record(*pair, copied=False, limit=0.5)
-    assert not watch.withheld(*pair)
-    assert watch.show(*pair)
-    assert watch.copy_rate(*pair) == 0.5
-    # The window slides: only the last WINDOW first tries count.
+        watch.record(*pair, wasted=False, limit=0.5)
+    assert not watch.skipping(*pair)
+    assert watch.do(*pair)
+    assert watch.waste_rate(*pair) == 0.5
+    # The window slides: only the last WINDOW outcomes count.
     for _ in range(WINDOW):
-        watch.record(*pair, copied=False, limit=0.5)
-    assert watch.copy_rate(*pair) == 0.0
+        watch.record(*pair, wasted=False, limit=0.5)
+    assert watch.waste_rate(*pair) == 0.0
+    # A limit of 1 never skips (the markup retry's `markup_retry_min_mended: 0`).
+    never = PairWatch("markup retries")
+    for _ in range(WINDOW):
+        never.record(*pair, wasted=True, limit=1.0)
+    assert never.do(*pair)
+
+
+@pytest.fixture
+def dropping(test_model: Path) -> Iterator[tuple[InProcessServer, FakeLLM]]:
+    """A stand-in model that always answers the plain translation: every placeholder of a
+    unit with markup is lost, and no markup retry brings one back."""
+    model = model_config("dropper", test_model, languages=["en", "de"], checks={"enabled": True})
+    model.pop("max_tokens_ratio")
+    server = InProcessServer(server_config([model], free_port()))
+    llm = server.engines.started["dropper"]
+    from transformers import AutoTokenizer
+
+    tokenizer = AutoTokenizer.from_pretrained(str(test_model))
+    answer = [*tokenizer.encode(TRANSLATION, add_special_tokens=False), tokenizer.eos_token_id]
+
+    async def generate(
+        prompt: Any, sampling_params: Any, request_id: str, *, priority: int = 0
+    ) -> AsyncIterator[FakeOutput]:
+        llm.requests += 1
+        yield FakeOutput([FakeCompletion(answer, "stop") for _ in range(sampling_params.n)])
+
+    llm.generate = generate  # type: ignore[method-assign]
+    try:
+        yield server, llm
+    finally:
+        server.stop()
+
+
+def test_a_pair_whose_markup_retries_never_mend_falls_back_at_once(
+    dropping: tuple[InProcessServer, FakeLLM],
+) -> None:
+    """tolk.translation.watch: a unit whose placeholders did not come back is retried (one
+    engine request of `markup_candidates` outputs), then falls back to its plain text; once a
+    pair's markup retries have brought none back in MIN_SEEN, its units fall back at once,
+    save one in PROBE_EVERY."""
+    from tolk.translation.watch import MIN_SEEN, PROBE_EVERY
+
+    server, llm = dropping
+
+    def translate() -> None:
+        body = {
+            "text": "The **museum** opens at nine in the morning and closes at six.",
+            "source_lang": "en", "target_lang": "de", "format": "markdown",
+        }  # fmt: skip
+        answer = httpx.post(
+            f"{server.url}/translate", json=body, headers={"Cache-Control": "no-store"},
+            timeout=60,
+        ).json()  # fmt: skip
+        assert answer["translation"] == TRANSLATION, answer  # the plain text's translation
+        assert [w["code"] for w in answer["warnings"]] == ["markup_dropped"], answer
+
+    for _ in range(MIN_SEEN):  # the first try, its markup retry, the plain text
+        translate()
+    assert llm.requests == 3 * MIN_SEEN
+    for _ in range(2 * PROBE_EVERY):  # the first try and the plain text; three per probe
+        translate()
+    assert llm.requests == 3 * MIN_SEEN + 2 * (2 * PROBE_EVERY) + 2

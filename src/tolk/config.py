@@ -145,6 +145,15 @@ class CheckSettings(_Strict):
         "default: the 0.5B Qwen, forced so, often wrote its translation and then rambled on "
         "until it could place the placeholder (docs/benchmarks.md, Quality).",
     )
+    markup_retry_min_mended: float = Field(
+        0.2,
+        ge=0,
+        le=1,
+        description="A language pair whose markup retries brought every placeholder back in "
+        "less than this share of its last 200 goes without them: its units fall back to "
+        "their plain text at once (one in 10 is still retried, so that the share keeps being "
+        "measured); 0: always retried (tolk.translation.watch).",
+    )
     markup_sampling: SamplingSettings = Field(
         default_factory=lambda: SamplingSettings(temperature=0.7, top_p=0.95),
         description="Decoding settings of the markup retry's candidates (sampled: greedy "
@@ -203,7 +212,7 @@ class ModelSettings(_Strict):
         description="With prompt_examples and checks: a language pair whose first tries copied "
         "an example in more than this share of its last 200 gets its first tries without "
         "examples, as its retries are (one in 10 still shows them, so that the share keeps "
-        "being measured); 1: always shown (tolk.translation.copying).",
+        "being measured); 1: always shown (tolk.translation.watch).",
     )
     languages: tuple[str, ...] = Field((), description="Serve any pair among these languages.")
     pairs: tuple[str, ...] = Field((), description="Serve these pairs, written 'en>de'.")

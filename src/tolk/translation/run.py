@@ -109,6 +109,7 @@ class SegmentRun:
         "_instructed",
         "_instructions",
         "_lookups",
+        "_markup_watch",
         "_memories",
         "_memory",
         "_numbered_from",
@@ -141,12 +142,15 @@ class SegmentRun:
         self._alternatives = request.alternatives
         # A first try samples this many outputs beside the greedy one.
         self._sampled = max(self._candidates.n - 1, request.alternatives)
-        # Whether first tries' copies of the examples are watched (tolk.translation.copying).
+        self._stop_loops = checks.enabled and checks.stop_loops
+        self._retries = checks.enabled and checks.retry
+        # What is learnt per pair (tolk.translation.watch): whether first tries copy the
+        # examples, whether markup retries bring placeholders back.
         watch = checks.enabled and settings.prompt_examples > 0
         watch = watch and settings.prompt_format == "chat" and settings.examples_copy_limit < 1
         self._copying = translator.copying if watch else None
-        self._stop_loops = checks.enabled and checks.stop_loops
-        self._retries = checks.enabled and checks.retry
+        watch = self._retries and checks.markup_retry_min_mended > 0
+        self._markup_watch = translator.markup_retries if watch else None
         self._tm = request.translation_memory
         self._memories = translator.memories
         self._memory = translator.memory if request.memory != "off" else None
@@ -237,9 +241,10 @@ class SegmentRun:
             tries, first = await self.first_try(index, text, stop, job, told)
             made = tries
             chosen, retried = first, False
-            if self._retries and first.verdict.retryable:
+            if self._retries and first.verdict.retryable and self.retrying(first.verdict):
                 again = await self.retry(index, text, stop, first.verdict, told)
                 tries, retried = [*tries, *again], True
+                self.count_markup_retry(first.verdict, again)
                 # The retry's least bad candidate, if it is less bad (a copy of the
                 # examples worst, then by the number of problems).
                 best = min(again, key=lambda a: a.verdict.severity)
@@ -286,14 +291,33 @@ class SegmentRun:
 
     def first_prompt(self, text: str, told: Instructions) -> tuple[Instructions, bool]:
         """The first try's instructions and whether it shows the pair's examples: it does,
-        unless the model has been copying them (tolk.translation.copying); then it goes as
+        unless the model has been copying them (tolk.translation.watch); then it goes as
         its retry would, with the retry's firmer instruction where configured."""
         copying, engine = self._copying, self._engine
-        if copying is None or copying.show(engine.name, self._source.tag, self._target.tag):
+        if copying is None or copying.do(engine.name, self._source.tag, self._target.tag):
             return told, True
         if self._checks.retry_instruction:
             told = firmer(engine, told, text, self._source, self._target, COPIED)
         return told, False
+
+    def retrying(self, first: Verdict) -> bool:
+        """Whether a first try with problems is retried: yes, unless its retry is the markup
+        retry (placeholders lost) and that rarely brings them back for this pair
+        (tolk.translation.watch); the unit then falls back to its plain text at once."""
+        watch, engine = self._markup_watch, self._engine
+        if watch is None or "placeholders" not in first.problems:
+            return True
+        return watch.do(engine.name, self._source.tag, self._target.tag)
+
+    def count_markup_retry(self, first: Verdict, again: Sequence[Attempt]) -> None:
+        """A markup retry's outcome, for the pair's watch: waste if no output of it brought
+        every placeholder back."""
+        watch, engine = self._markup_watch, self._engine
+        if watch is None or "placeholders" not in first.problems:
+            return
+        wasted = all("placeholders" in a.verdict.problems for a in again)
+        limit = 1 - engine.settings.checks.markup_retry_min_mended
+        watch.record(engine.name, self._source.tag, self._target.tag, wasted, limit)
 
     async def retry(
         self, index: int, text: str, stop: bool, again: Verdict, told: Instructions

@@ -38,7 +38,6 @@ from tolk.tm import TranslationMemories
 from tolk.translation import chat
 from tolk.translation.chat import ChatCompletion
 from tolk.translation.checks import OutputChecks
-from tolk.translation.copying import CopyWatch
 from tolk.translation.document import Document
 from tolk.translation.fidelity import CheckCounts, TextWarning
 from tolk.translation.formats import Splitter, parse
@@ -57,6 +56,7 @@ from tolk.translation.request import ChatRequest, GlossaryRequest, MemoryRequest
 from tolk.translation.results import OnSegment, Translation, Usage, merge
 from tolk.translation.run import Flow, Progress, Routed, SegmentRun, run_all
 from tolk.translation.segment import Counter, ManyCounter, Segmented, SplitMode, segment
+from tolk.translation.watch import PairWatch
 
 T = TypeVar("T")
 
@@ -99,9 +99,10 @@ class Translator:
         self.checks = OutputChecks([*pool.sources, *pool.targets])
         # Per-segment work waits for a turn: one piece per pass of the event loop.
         self.pacer = Pacer()
-        # Per model and pair: whether first tries copy the examples shown, and so whether
-        # they are shown (tolk.translation.copying).
-        self.copying = CopyWatch()
+        # Per model and pair: whether first tries copy the examples shown, and whether markup
+        # retries bring placeholders back; so whether either is done (tolk.translation.watch).
+        self.copying = PairWatch("first tries shown examples")
+        self.markup_retries = PairWatch("markup retries")
         # Per-request work whose cost grows with the input (parsing, segmenting, the
         # glossary, planning and rendering documents) runs here, never on the event loop,
         # so one large or hostile request cannot stall every other client; the pool's size

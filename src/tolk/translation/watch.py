@@ -1,0 +1,89 @@
+"""What tolk learns per language pair about its own tries, and stops doing where it is waste.
+
+Two things tolk does for quality cost a whole engine request each and are measured, per model
+and language pair, by the outcomes of the last WINDOW times they were done:
+
+- **Examples** (`prompt_examples`) lift chrF++ on most pairs (docs/benchmarks.md, section 10).
+  Where the model cannot translate into a language it copies them instead: on the H100 and
+  H200 with the 0.5B Qwen, 73% of en-ne first tries answered with an example's Nepali
+  (`copied_example`), and every one was tried again without examples, the second request
+  after the first. Past `examples_copy_limit` of copies, the pair's first tries go as its
+  retries would: without examples and (with `checks.retry_instruction`) told again which
+  language to answer in.
+- **The markup retry** (`checks.markup_candidates` sampled outputs when a unit's placeholders
+  did not come back) mended 0-2 of about 20 failed en-de and en-ne units on the H200 and 5-7
+  of en-fr, en-es and en-zh, at four times a first try's tokens and seconds of latency, before
+  the unit falls back to its plain text anyway (docs/benchmarks.md, section 17). Below
+  `checks.markup_retry_min_mended` of retries that brought every placeholder back, the pair's
+  units go to that fallback at once.
+
+While a pair is past its limit, one time in PROBE_EVERY still does the thing, so the share
+keeps being measured, and when the model's behaviour changes the pair comes back. Before
+MIN_SEEN outcomes nothing is skipped. Nothing is hidden from the client: a copy or a lost
+placeholder is still flagged as before. Per process and in memory: a restarted server measures
+again within its first tries; the log says when a pair starts and stops skipping.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections import deque
+from dataclasses import dataclass, field
+
+log = logging.getLogger("tolk.translation")
+
+WINDOW = 200  # the outcomes remembered per pair
+MIN_SEEN = 20  # before this many, nothing is skipped
+PROBE_EVERY = 10  # while skipping, one time in this many still does it
+
+
+@dataclass
+class _Pair:
+    wasted: deque[bool] = field(default_factory=lambda: deque(maxlen=WINDOW))
+    waste: int = 0  # of those remembered
+    skipping: bool = False
+    turns: int = 0  # times asked while skipping, for the probes
+
+
+class PairWatch:
+    """Per (model, source, target): the share of the last WINDOW outcomes of one costly step
+    that were waste, and whether the next time does the step. `what` names the step in the
+    log. Used from the event loop only."""
+
+    def __init__(self, what: str) -> None:
+        self.what = what
+        self._pairs: dict[tuple[str, str, str], _Pair] = {}
+
+    def do(self, model: str, source: str, target: str) -> bool:
+        """Whether this time does the step: unless the pair is past its limit, save the
+        probes."""
+        pair = self._pairs.get((model, source, target))
+        if pair is None or not pair.skipping:
+            return True
+        pair.turns += 1
+        return pair.turns % PROBE_EVERY == 0
+
+    def record(self, model: str, source: str, target: str, wasted: bool, limit: float) -> None:
+        """One outcome of the step: whether it was waste. Past `limit` (a share of the
+        outcomes remembered) the pair skips the step."""
+        pair = self._pairs.setdefault((model, source, target), _Pair())
+        if len(pair.wasted) == WINDOW:
+            pair.waste -= pair.wasted[0]
+        pair.wasted.append(wasted)
+        pair.waste += wasted
+        skipping = len(pair.wasted) >= MIN_SEEN and pair.waste > limit * len(pair.wasted)
+        if skipping != pair.skipping:
+            pair.skipping = skipping
+            log.info(
+                "model '%s' %s: %d of the last %d %s were waste; %s",
+                model, f"{source}>{target}", pair.waste, len(pair.wasted), self.what,
+                f"skipped (one in {PROBE_EVERY} still done)" if skipping else "done again",
+            )  # fmt: skip
+
+    def waste_rate(self, model: str, source: str, target: str) -> float | None:
+        pair = self._pairs.get((model, source, target))
+        return pair.waste / len(pair.wasted) if pair and pair.wasted else None
+
+    def skipping(self, model: str, source: str, target: str) -> bool:
+        pair = self._pairs.get((model, source, target))
+        return pair is not None and pair.skipping
