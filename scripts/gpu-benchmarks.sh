@@ -369,7 +369,7 @@ step_real-quality() {  # issue 36: the product against the raw server, as a user
   CUDA_VISIBLE_DEVICES=0 "${TOLK[@]}" bench quality --config $REAL_CONFIG \
     --openai-start models/qwen2.5-coder-0.5b-instruct --data "$DATA" --sentences 400 \
     --markup --concurrency 256 --rounds "${QUALITY_ROUNDS:-2}" \
-    --variants "${QUALITY_VARIANTS:-examples-off,checks-off,retry-off}" "${profiling[@]}" \
+    --variants "${QUALITY_VARIANTS-examples-off,checks-off,retry-off}" "${profiling[@]}" \
     --out "$RESULTS/real-quality"
   local rc=$?
   kill $top_loop 2>/dev/null; wait $top_loop 2>/dev/null; return $rc
