@@ -77,7 +77,9 @@ def test_raw_lines_by_process_and_thread() -> None:
         'process 10:"python -m tolk serve --config x";thread (10): MainThread;'
         "run (asyncio/base_events.py:600);handle (tolk/app.py:12) 7\n",
         'process 10:"python -m tolk serve";process 11:"VLLM::EngineCore";'
-        "thread (11): MainThread;busy_loop (vllm/core.py:5);step (vllm/core.py:9) 3\n",
+        "thread (11): MainThread;serve (tolk/cli.py:3);Popen._launch (popen_fork.py:71);"
+        "BaseProcess._bootstrap (multiprocessing/process.py:314);"
+        "busy_loop (vllm/core.py:5);step (vllm/core.py:9) 3\n",
         'process 10:"python -m tolk serve";process 11:"python -c a; b(fd=4)";'
         "thread (11): MainThread;busy_loop (vllm/core.py:6) 2\n",
         "py-spy> not a stack\n",
@@ -89,6 +91,7 @@ def test_raw_lines_by_process_and_thread() -> None:
     }  # fmt: skip
     core = threads[("VLLM::EngineCore [11]", "MainThread")]
     assert core.samples == 3
+    # Forked: its parent's frames at the fork are not its own.
     assert core.inclusive == {"busy_loop (core.py)": 3, "step (core.py)": 3}
     assert core.own == {"step (core.py)": 3}
     other = threads[("python [11]", "MainThread")]

@@ -33,13 +33,15 @@ from pathlib import Path
 from typing import Any
 
 RATE = 100  # samples a second
-TOP = 12  # functions reported per thread
+TOP = 40  # functions kept per thread (inclusive and own)
 MIN_BUSY = 0.02  # threads busier than this (a share of one core) are reported
 TRUNK = 0.995  # a frame in this share of a thread's samples is its trunk, not reported
+STEM = 0.7  # the report's lines name the branches below the frames in this share or more
 # A process frame's command line may hold ';' itself (python -c "a; b"): it ends at the '";'
 # before the next process or the thread.
 _PROCESS = re.compile(r'process (\d+):"(.*?)";(?=process \d+:"|thread \()', re.S)
 _THREAD = re.compile(r"^thread \((\w+)\)(?::\s*(.*))?$")
+_FORKED = "BaseProcess._bootstrap ("  # where a multiprocessing child's own stack starts
 _FRAME = re.compile(r"^(.*?) \(([^()]*?)(?::\d+)?\)$")
 
 
@@ -132,13 +134,18 @@ def parse(lines: Iterable[str]) -> dict[tuple[str, str], _Thread]:
         if not stack or not count_text.isdigit():
             continue
         count = int(count_text)
-        process, thread, body = "?", "?", []
+        process, thread = "?", "?"
+        body: list[str] = []
         while (found := _PROCESS.match(stack)) is not None:  # the last is the sampled one
             process = f"{_process_name(found.group(2))} [{found.group(1)}]"
             stack = stack[found.end() :]
         for frame in stack.split(";"):
             if thread == "?" and (named := _THREAD.match(frame)) is not None:
                 thread = named.group(2) or named.group(1)
+            elif frame.startswith(_FORKED):
+                # A forked process (vLLM's engine under tolk) keeps its parent's stack at the
+                # fork below its own: only what it runs counts.
+                body = []
             else:
                 body.append(_frame_name(frame))
         entry = threads.setdefault((process, thread), _Thread(process, thread))
@@ -189,14 +196,18 @@ def markdown(profiles: Mapping[str, Mapping[str, Any]]) -> list[str]:
         "",
         "Profile (py-spy on each server started here during its first pass, its engine's "
         "processes included; busy: the share of one core a thread kept, waits not counted; "
-        "functions: share of that thread's samples, inclusive, then own):",
+        "functions: share of that thread's samples, inclusive (below its stem: the frames in "
+        "70% or more), then own):",
     ]
     for system, found in profiles.items():
         lines += ["", f"**{system}** ({found['seconds']} s at {found['rate']} Hz, {found['file']})"]
         for thread in found["threads"]:
             lines.append(
                 f"- {thread['process']} / {thread['thread']}: busy {thread['busy']:.2f}; "
-                + ", ".join(f"{name} {share:.0%}" for name, share in thread["inclusive"][:8])
+                + ", ".join(
+                    f"{name} {share:.0%}"
+                    for name, share in [i for i in thread["inclusive"] if i[1] < STEM][:8]
+                )
                 + "; own: "
                 + ", ".join(f"{name} {share:.0%}" for name, share in thread["own"][:5])
             )
