@@ -179,13 +179,17 @@ def test_the_watch_skips_past_the_limit_and_does_it_again_when_the_waste_stops()
     done = [watch.do(*pair) for _ in range(3 * PROBE_EVERY)]
     assert done.count(True) == 3  # the probes
     assert watch.skipping("m", "en", "de") is False  # per pair
-    # The probes find no more waste: once it is no longer more than half of the window, the
-    # step is done again.
+    # The probes find no more waste: once it is HYSTERESIS under the limit, the step is
+    # done again (at the limit itself it is still skipped).
     for _ in range(MIN_SEEN):
         watch.record(*pair, wasted=False, limit=0.5)
+    assert watch.waste_rate(*pair) == 0.5
+    assert watch.skipping(*pair)
+    for _ in range(MIN_SEEN // 2):
+        watch.record(*pair, wasted=False, limit=0.5)
+    assert watch.waste_rate(*pair) == 0.4
     assert not watch.skipping(*pair)
     assert watch.do(*pair)
-    assert watch.waste_rate(*pair) == 0.5
     # The window slides: only the last WINDOW outcomes count.
     for _ in range(WINDOW):
         watch.record(*pair, wasted=False, limit=0.5)

@@ -35,6 +35,10 @@ log = logging.getLogger("tolk.translation")
 WINDOW = 200  # the outcomes remembered per pair
 MIN_SEEN = 20  # before this many, nothing is skipped
 PROBE_EVERY = 10  # while skipping, one time in this many still does it
+# A pair skipping goes back to doing the step only once its waste is this much under the
+# limit, so that a share near the limit does not switch it back and forth (measured: en-ne's
+# markup retries crossed 0.8 three times in a second).
+HYSTERESIS = 0.1
 
 
 @dataclass
@@ -71,7 +75,11 @@ class PairWatch:
             pair.waste -= pair.wasted[0]
         pair.wasted.append(wasted)
         pair.waste += wasted
-        skipping = len(pair.wasted) >= MIN_SEEN and pair.waste > limit * len(pair.wasted)
+        share = pair.waste / len(pair.wasted)
+        if pair.skipping:
+            skipping = share > limit - HYSTERESIS
+        else:
+            skipping = len(pair.wasted) >= MIN_SEEN and share > limit
         if skipping != pair.skipping:
             pair.skipping = skipping
             log.info(
