@@ -301,11 +301,11 @@ class SegmentRun:
         return told, False
 
     def retrying(self, first: Verdict) -> bool:
-        """Whether a first try with problems is retried: yes, unless its retry is the markup
-        retry (placeholders lost) and that rarely brings them back for this pair
-        (tolk.translation.watch); the unit then falls back to its plain text at once."""
+        """Whether a first try with problems is retried: yes, unless lost placeholders are
+        all another try could mend and the markup retry rarely brings them back for this
+        pair (tolk.translation.watch); the unit then falls back to its plain text at once."""
         watch, engine = self._markup_watch, self._engine
-        if watch is None or "placeholders" not in first.problems:
+        if watch is None or {p for p in first.problems if p != "cut_character"} != {"placeholders"}:
             return True
         return watch.do(engine.name, self._source.tag, self._target.tag)
 
