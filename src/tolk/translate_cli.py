@@ -52,7 +52,8 @@ class TranslateFailed(Exception):
 
 def translate_command(
     files: Annotated[
-        list[Path], typer.Argument(help="Files: .txt .md .html .srt .vtt .docx .pptx .xlsx")
+        list[Path],
+        typer.Argument(help="Files: .txt .md .html .srt .vtt .docx .pptx .xlsx .po .pot"),
     ],
     to: Annotated[str, typer.Option("--to", help="Target language, e.g. de, pt-BR.")],
     source: Annotated[str, typer.Option("--from", help="Source language of the files.")] = "en",
@@ -173,7 +174,7 @@ async def _translate(
 ) -> bytes:
     data = job.source.read_bytes()
     kind = file_type(job.source.name)
-    if not kind.text or len(data) > STREAM_LIMIT:
+    if not kind.parsed or len(data) > STREAM_LIMIT:
         return await _as_file(client, job, data, options, progress, task)
     try:
         text = data.decode("utf-8")

@@ -4,8 +4,9 @@ The file's type comes from its name's extension. Text formats are decoded as UTF
 order mark is kept), parsed into documents and translated through the same service as every
 request; a .docx, .pptx or .xlsx is opened with python-docx, python-pptx or openpyxl, and its
 paragraphs (a spreadsheet's string cells) become the documents (tolk.translation.office,
-slides, sheets). Those three are zip archives: `check_archive` refuses a zip bomb before any
-of them reads it.
+slides, sheets); a gettext .po or .pot with polib, each entry to translate a document
+(tolk.translation.gettext). The office files are zip archives: `check_archive` refuses a zip
+bomb before any library reads it.
 """
 
 from __future__ import annotations
@@ -29,7 +30,7 @@ if TYPE_CHECKING:  # python-docx is imported when a .docx comes
     from tolk.translation.office import RunGroup
 
 T = TypeVar("T")
-Kind = Format | Literal["docx", "pptx", "xlsx"]
+Kind = Format | Literal["docx", "pptx", "xlsx", "po"]
 DOCX = "application/vnd.openxmlformats-officedocument.wordprocessingml.document"
 PPTX = "application/vnd.openxmlformats-officedocument.presentationml.presentation"
 XLSX = "application/vnd.openxmlformats-officedocument.spreadsheetml.sheet"
@@ -45,6 +46,12 @@ class FileType:
         """Whether the file is UTF-8 text (else a zip archive: .docx, .pptx, .xlsx)."""
         return self.kind not in ("docx", "pptx", "xlsx")
 
+    @property
+    def parsed(self) -> bool:
+        """Whether it is one of tolk's text formats (tolk.translation.formats), rather than
+        a file a library opens (the office files, gettext's catalogues)."""
+        return self.kind not in _OPENERS
+
 
 FILE_TYPES: dict[str, FileType] = {
     ".txt": FileType("text", "text/plain; charset=utf-8"),
@@ -57,6 +64,8 @@ FILE_TYPES: dict[str, FileType] = {
     ".docx": FileType("docx", DOCX),
     ".pptx": FileType("pptx", PPTX),
     ".xlsx": FileType("xlsx", XLSX),
+    ".po": FileType("po", "text/x-gettext-translation; charset=utf-8"),
+    ".pot": FileType("po", "text/x-gettext-translation; charset=utf-8"),
 }
 _BOM = "\ufeff"
 
@@ -90,7 +99,9 @@ class _Opened:
 
     documents: Callable[[Splitter], Sequence[Document]]
     characters: int
-    save: Callable[[list[str]], bytes]
+    # The translation made into the file: its texts, and where the file keeps them, more
+    # (a PO file marks what was flagged, and names the target language).
+    save: Callable[[Translation], bytes]
     sample: str  # text to detect the source language from
 
 
@@ -106,7 +117,7 @@ async def translate_file(
         request,
         sample=opened.sample,
     )
-    content = await translator.offload(opened.save, translation.texts)
+    content = await translator.offload(opened.save, translation)
     return TranslatedFile(content, kind.media_type, translation)
 
 
@@ -123,8 +134,8 @@ async def _opened(translator: Translator, filename: str, data: bytes) -> tuple[F
     """The file's type and the file opened, within `max_file_chars`. Opening grows with the
     file: in the preparation pool, off the event loop."""
     kind = file_type(filename)
-    if not kind.text:
-        opener = _OFFICE[kind.kind]
+    if not kind.parsed:
+        opener = _OPENERS[kind.kind]
         opened = await translator.offload(
             opener, filename, data, translator.limits.max_unzipped_bytes
         )
@@ -141,7 +152,8 @@ async def _opened(translator: Translator, filename: str, data: bytes) -> tuple[F
     return kind, opened
 
 
-def _open_text(filename: str, data: bytes, fmt: Format) -> _Opened:
+def _decoded(filename: str, data: bytes) -> tuple[str, str]:
+    """The file's text and its byte order mark ("" if none), or a 400 if it is not UTF-8."""
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError as exc:
@@ -150,11 +162,15 @@ def _open_text(filename: str, data: bytes, fmt: Format) -> _Opened:
             field="file",
         ) from exc
     bom = _BOM if text.startswith(_BOM) else ""
-    text = text.removeprefix(bom)
+    return text.removeprefix(bom), bom
+
+
+def _open_text(filename: str, data: bytes, fmt: Format) -> _Opened:
+    text, bom = _decoded(filename, data)
     return _Opened(
         lambda cut: [parse(fmt, text, cut)],
         len(text),
-        lambda texts: (bom + texts[0]).encode("utf-8"),
+        lambda translation: (bom + translation.texts[0]).encode("utf-8"),
         text[: detect.MAX_CHARS],
     )
 
@@ -257,8 +273,8 @@ def _runs_opened(groups: list[RunGroup], save_to: Callable[[io.BytesIO], object]
 
     docs = [office.runs_document(g) for g in groups]
 
-    def save(texts: list[str]) -> bytes:
-        for group, rendered in zip(groups, texts, strict=True):
+    def save(translation: Translation) -> bytes:
+        for group, rendered in zip(groups, translation.texts, strict=True):
             office.apply_runs(group, rendered)
         out = io.BytesIO()
         save_to(out)
@@ -269,8 +285,27 @@ def _runs_opened(groups: list[RunGroup], save_to: Callable[[io.BytesIO], object]
     return _Opened(lambda cut: docs, sum(len(t) for t in texts), save, sample)
 
 
-_OFFICE: dict[Kind, Callable[[str, bytes, int], _Opened]] = {
+def _open_po(filename: str, data: bytes, max_unzipped: int) -> _Opened:
+    """A gettext catalogue (tolk.translation.gettext): each entry to translate one
+    document per form."""
+    from tolk.translation import gettext
+
+    text, bom = _decoded(filename, data)
+    catalogue = gettext.open_catalogue(filename, text)
+    docs = [gettext.document(source) for source in catalogue.sources]
+
+    def save(translation: Translation) -> bytes:
+        flagged = {w.text for w in translation.warnings}
+        out = gettext.save(catalogue, translation.texts, flagged, translation.target.tag)
+        return bom.encode("utf-8") + out
+
+    sample = " ".join(catalogue.sources)[: detect.MAX_CHARS]
+    return _Opened(lambda cut: docs, sum(len(t) for t in catalogue.sources), save, sample)
+
+
+_OPENERS: dict[Kind, Callable[[str, bytes, int], _Opened]] = {
     "docx": _open_docx,
     "pptx": _open_pptx,
     "xlsx": _open_xlsx,
+    "po": _open_po,
 }

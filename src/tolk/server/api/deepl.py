@@ -45,6 +45,7 @@ from tolk.server.gateway import (
     attachment,
 )
 from tolk.server.params import MULTIPART_MEDIA, Params, ParamsDep, openapi_body
+from tolk.translation.files import FILE_TYPES
 from tolk.translation.prompts import FORMAL_REGISTERS, INSTRUCTED, Instructions
 from tolk.translation.request import TranslationRequest
 from tolk.translation.results import Translation
@@ -341,7 +342,7 @@ def _upload(params: Params) -> Upload:
         output_format=params.text("output_format"),
         unsupported=lambda filename: InvalidRequest(
             f"Invalid file data: '{filename}' is not a type tolk translates "
-            "(.txt .md .html .htm .srt .vtt .docx .pptx .xlsx; name the file with its extension)"
+            f"({' '.join(FILE_TYPES)}; name the file with its extension)"
         ),
     )
 

@@ -238,7 +238,7 @@ async def detect(body: DetectRequest, gateway: GatewayDep, caller: TolkCallerDep
         415: {"model": ErrorResponse, "description": "A file type tolk does not translate"},
         **ERROR_RESPONSES,
     },
-    summary="Translate a file: .txt, .md, .html, .srt, .vtt, .docx, .pptx, .xlsx",
+    summary="Translate a file: .txt, .md, .html, .srt, .vtt, .docx, .pptx, .xlsx, .po",
 )
 async def translate_file_route(
     request: Request,
