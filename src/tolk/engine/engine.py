@@ -13,7 +13,7 @@ import itertools
 import logging
 import os
 import time
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal, Protocol
 
@@ -513,11 +513,12 @@ class ModelEngine:
             shapes.append((candidates.sampling, stop, candidates.n - 1, None))
         return shapes
 
-    async def warm_up(self) -> float:
+    async def warm_up(self, batches: Sequence[int] | None = None) -> float:
         """Each of warm_up_shapes, before the server takes traffic: first the model's own
-        decoding alone, then all of them together in a batch of WARM_UP_BATCHES[0]
-        sequences, then of WARM_UP_BATCHES[1] (the rest of each batch the model's own
-        decoding); the seconds it took.
+        decoding alone, then all of them together in a batch of each size of `batches`
+        sequences (the rest of each batch the model's own decoding); the seconds it took.
+        `batches`: WARM_UP_BATCHES on a GPU; on a CPU, where vLLM compiles nothing on first
+        use, one batch of the shapes alone.
 
         vLLM compiles some of what a step runs the first time a batch needs it: on a GPU,
         Triton kernels such as top-k/top-p sampling, used for batches of 8 sequences or
@@ -531,9 +532,11 @@ class ModelEngine:
         ids = self.tokenizer.encode(WARM_UP_TEXT, add_special_tokens=False)
         shapes = self.warm_up_shapes()
         sequences = sum(n for _, _, n, _ in shapes)
+        if batches is None:
+            batches = (0,) if on_cpu() else WARM_UP_BATCHES
         try:
             await self.generate_n(ids, WARM_UP_TOKENS)
-            for size in WARM_UP_BATCHES:
+            for size in batches:
                 fill = [(None, False, 1, None)] * max(0, size - sequences)
                 await asyncio.gather(
                     *(
