@@ -49,7 +49,7 @@ def make_po() -> str:
             msgstr="Alte Übersetzung",
             flags=["fuzzy"],
             previous_msgid="Delete a file",
-        )  # fmt: skip
+        )
     )
     po.append(polib.POEntry(msgid="%s%%", msgstr=""))  # no words: left as it was
     po.append(polib.POEntry(msgid="Old string", msgstr="Alter Text", obsolete=True))
