@@ -164,6 +164,9 @@ def test_a_pair_whose_first_tries_copy_gets_them_without_examples(
     metrics = httpx.get(f"{server.url}/metrics", timeout=30).text
     found = metric_samples(metrics, "tolk_output_problems_total")
     assert ({"model": "copier", "problem": "copied_example"}, MIN_SEEN + 2.0) in found, found
+    labels = {"model": "copier", "pair": "en>de", "step": "examples"}
+    assert (labels, 1.0) in metric_samples(metrics, "tolk_pair_skipping")
+    assert (labels, 1.0) in metric_samples(metrics, "tolk_pair_waste_share")
 
 
 def test_the_watch_skips_past_the_limit_and_does_it_again_when_the_waste_stops() -> None:
@@ -256,3 +259,10 @@ def test_a_pair_whose_markup_retries_never_mend_falls_back_at_once(
     for _ in range(2 * PROBE_EVERY):  # the first try and the plain text; three per probe
         translate()
     assert llm.requests == 3 * MIN_SEEN + 2 * (2 * PROBE_EVERY) + 2
+    metrics = httpx.get(f"{server.url}/metrics", timeout=30).text
+    labels = {"model": "dropper", "pair": "en>de", "step": "markup_retry"}
+    assert (labels, 1.0) in metric_samples(metrics, "tolk_pair_skipping")
+    named = httpx.get(
+        f"{server.url}/metrics", params={"name[]": "tolk_pair_skipping"}, timeout=30
+    ).text
+    assert metric_samples(named, "tolk_pair_skipping") == [(labels, 1.0)]

@@ -173,6 +173,10 @@ class ServerParts:
         app.state.pool = self.pool = pool
         self.metrics.start_models(pool.engines)
         translator = self._translator = build_translator(self.config, pool, self.store, self.memory)
+        self.metrics.pairs.watches = {
+            "examples": translator.copying,
+            "markup_retry": translator.markup_retries,
+        }
         app.state.memories = translator.memories
         app.state.gateway = Gateway(
             self.config, translator, self.lifecycle, self.metrics, self.access, self.documents

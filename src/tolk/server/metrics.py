@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Collection, Iterator, Sequence
+from collections.abc import Collection, Iterator, Mapping, Sequence
 from typing import get_args
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
@@ -12,6 +12,7 @@ from prometheus_client.registry import Collector
 from tolk.engine import EngineMetrics, ModelEngine
 from tolk.engine.engine import EngineState
 from tolk.server.gpu import GpuCollector
+from tolk.translation.watch import PairWatch
 from tolk.wire.prometheus import LATENCY_BUCKETS, OVERHEAD_BUCKETS
 
 # Fine at small counts, where the right max_num_seqs is decided.
@@ -32,6 +33,8 @@ class ServiceMetrics:
         self._checks(self.registry)
         self.engines = EngineStates()
         self.registry.register(self.engines)
+        self.pairs = PairStates()
+        self.registry.register(self.pairs)
         self.own = (
             self.requests,
             self.latency,
@@ -44,6 +47,7 @@ class ServiceMetrics:
             self.output_tokens,
             self.rejections,
             self.engines,
+            self.pairs,
             self.loop_stall,
             self.loop_stalls,
         )
@@ -214,6 +218,32 @@ class EngineStates(Collector):
             if engine.restarts:  # a series appears with the first restart, as a Counter's
                 restarts.add_metric([engine.name], engine.restarts)
         yield from (up, states, restarts)
+
+
+class PairStates(Collector):
+    """What the translator learnt per language pair (tolk.translation.watch), read from its
+    watches when scraped: each step's waste share and whether the pair skips it."""
+
+    def __init__(self) -> None:
+        self.watches: Mapping[str, PairWatch] = {}  # by step, set once the translator exists
+
+    def collect(self) -> Iterator[Metric]:
+        share = GaugeMetricFamily(
+            "tolk_pair_waste_share",
+            "Of a step's last outcomes for the pair, the share that was waste (examples: a "
+            "first try copied one; markup_retry: no placeholder came back).",
+            labels=["model", "pair", "step"],
+        )
+        skipping = GaugeMetricFamily(
+            "tolk_pair_skipping",
+            "1 while the pair skips the step (save one time in 10), else 0.",
+            labels=["model", "pair", "step"],
+        )
+        for step, watch in self.watches.items():
+            for model, pair, waste, skips in watch.states():
+                share.add_metric([model, pair, step], waste)
+                skipping.add_metric([model, pair, step], 1.0 if skips else 0.0)
+        yield from (share, skipping)
 
 
 class _Only:

@@ -21,7 +21,8 @@ While a pair is past its limit, one time in PROBE_EVERY still does the thing, so
 keeps being measured, and when the model's behaviour changes the pair comes back. Before
 MIN_SEEN outcomes nothing is skipped. Nothing is hidden from the client: a copy or a lost
 placeholder is still flagged as before. Per process and in memory: a restarted server measures
-again within its first tries; the log says when a pair starts and stops skipping.
+again within its first tries; the log says when a pair starts and stops skipping, and
+`/metrics` has each pair's `tolk_pair_waste_share` and `tolk_pair_skipping` per step.
 """
 
 from __future__ import annotations
@@ -95,3 +96,12 @@ class PairWatch:
     def skipping(self, model: str, source: str, target: str) -> bool:
         pair = self._pairs.get((model, source, target))
         return pair is not None and pair.skipping
+
+    def states(self) -> list[tuple[str, str, float, bool]]:
+        """(model, "source>target", waste share, skipping) of every pair seen, for the
+        metrics (tolk_pair_waste_share, tolk_pair_skipping)."""
+        return [
+            (model, f"{source}>{target}", pair.waste / len(pair.wasted), pair.skipping)
+            for (model, source, target), pair in list(self._pairs.items())
+            if pair.wasted
+        ]
