@@ -83,12 +83,16 @@ def test_raw_lines_by_process_and_thread() -> None:
         'process 10:"python -m tolk serve";process 11:"python -c a; b(fd=4)";'
         "thread (11): MainThread;busy_loop (vllm/core.py:6) 2\n",
         "py-spy> not a stack\n",
+        # The same thread before py-spy read its name: counted with the named samples.
+        'process 10:"python -m tolk serve --config x";thread (10);'
+        "run (asyncio/base_events.py:600) 2\n",
     ]
     threads = profile.parse(lines)
     assert set(threads) == {
         ("tolk [10]", "MainThread"), ("VLLM::EngineCore [11]", "MainThread"),
         ("python [11]", "MainThread"),  # its command line's ';' does not split the frame
     }  # fmt: skip
+    assert threads[("tolk [10]", "MainThread")].samples == 9
     core = threads[("VLLM::EngineCore [11]", "MainThread")]
     assert core.samples == 3
     # Forked: its parent's frames at the fork are not its own.

@@ -127,21 +127,23 @@ def _process_name(command: str) -> str:
 
 
 def parse(lines: Iterable[str]) -> dict[tuple[str, str], _Thread]:
-    """py-spy's raw lines by (process, thread); lines that are not stacks are skipped."""
-    threads: dict[tuple[str, str], _Thread] = {}
+    """py-spy's raw lines by (process, thread name); lines that are not stacks are skipped.
+    A thread is known by its id (py-spy names it only once it has read the name, so one
+    thread's first samples may carry its id alone)."""
+    threads: dict[tuple[str, str], _Thread] = {}  # by (process, thread id)
     for line in lines:
         stack, _, count_text = line.rstrip("\n").rpartition(" ")
         if not stack or not count_text.isdigit():
             continue
         count = int(count_text)
-        process, thread = "?", "?"
+        process, thread, name = "?", "?", ""
         body: list[str] = []
         while (found := _PROCESS.match(stack)) is not None:  # the last is the sampled one
             process = f"{_process_name(found.group(2))} [{found.group(1)}]"
             stack = stack[found.end() :]
         for frame in stack.split(";"):
             if thread == "?" and (named := _THREAD.match(frame)) is not None:
-                thread = named.group(2) or named.group(1)
+                thread, name = named.group(1), named.group(2) or ""
             elif frame.startswith(_FORKED):
                 # A forked process (vLLM's engine under tolk) keeps its parent's stack at the
                 # fork below its own: only what it runs counts.
@@ -149,12 +151,21 @@ def parse(lines: Iterable[str]) -> dict[tuple[str, str], _Thread]:
             else:
                 body.append(_frame_name(frame))
         entry = threads.setdefault((process, thread), _Thread(process, thread))
+        if name:
+            entry.thread = name
         entry.samples += count
         for name in set(body):
             entry.inclusive[name] += count
         if body:
             entry.own[body[-1]] += count
-    return threads
+    by_name: dict[tuple[str, str], _Thread] = {}
+    for (process, tid), entry in threads.items():
+        key = (process, entry.thread)
+        if key in by_name:  # two threads of one name: told apart by their ids
+            key = (process, f"{entry.thread} ({tid})")
+            entry.thread = key[1]
+        by_name[key] = entry
+    return by_name
 
 
 def summarize(path: Path, seconds: float, rate: int = RATE) -> dict[str, Any]:

@@ -501,11 +501,15 @@ async def run_quality(
             chosen = await servers.tolk(variant) if side == "tolk" else [await servers.baseline()]
             for system in chosen:
                 recording = _recording(plan, servers, system, scored, workdir)
-                found, figures = await quality_speed.timed_pass(
-                    system.name, system.url, round_,
-                    translate_all(system, plan.units, plan.concurrency, progress),
-                )  # fmt: skip
-                if recording is not None and recording.stop():
+                try:
+                    found, figures = await quality_speed.timed_pass(
+                        system.name, system.url, round_,
+                        translate_all(system, plan.units, plan.concurrency, progress),
+                    )  # fmt: skip
+                finally:  # py-spy stopped however the pass ends
+                    recorded = recording is not None and recording.stop()
+                if recorded:
+                    assert recording is not None
                     profiles[system.name] = profile.summarize(
                         recording.output, recording.seconds, recording.rate
                     )
