@@ -7,7 +7,7 @@ with examples is measured by `tolk bench quality`, docs/benchmarks.md "Quality")
 from __future__ import annotations
 
 import re
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -68,12 +68,18 @@ def copying_again(test_model: Path) -> Iterator[tuple[InProcessServer, FakeLLM]]
 
 
 def _copier(test_model: Path) -> Iterator[tuple[InProcessServer, FakeLLM]]:
-    model = model_config(
-        "copier", test_model, languages=["en", "de"], checks={"enabled": True}, prompt_examples=2
-    )
+    yield from _scripted(test_model, "copier", _reply, prompt_examples=2)
+
+
+def _scripted(
+    test_model: Path, name: str, reply: Callable[[str], str], **settings: Any
+) -> Iterator[tuple[InProcessServer, FakeLLM]]:
+    """An in-process server whose stand-in model (checks on) answers `reply(prompt)` to
+    every request, each of its `n` outputs alike; the LLM keeps the prompts it was sent."""
+    model = model_config(name, test_model, languages=["en", "de"], checks={"enabled": True})
     model.pop("max_tokens_ratio")
-    server = InProcessServer(server_config([model], free_port()))
-    llm = server.engines.started["copier"]
+    server = InProcessServer(server_config([model | settings], free_port()))
+    llm = server.engines.started[name]
     from transformers import AutoTokenizer
 
     tokenizer = AutoTokenizer.from_pretrained(str(test_model))
@@ -83,7 +89,7 @@ def _copier(test_model: Path) -> Iterator[tuple[InProcessServer, FakeLLM]]:
     ) -> AsyncIterator[FakeOutput]:
         ids = list(prompt["prompt_token_ids"])
         llm.prompts.append(ids)
-        text = _reply(str(tokenizer.decode(ids)))
+        text = reply(str(tokenizer.decode(ids)))
         out = [*tokenizer.encode(text, add_special_tokens=False), tokenizer.eos_token_id]
         llm.requests += 1
         yield FakeOutput([FakeCompletion(out, "stop") for _ in range(sampling_params.n)])
@@ -208,26 +214,7 @@ def test_the_watch_skips_past_the_limit_and_does_it_again_when_the_waste_stops()
 def dropping(test_model: Path) -> Iterator[tuple[InProcessServer, FakeLLM]]:
     """A stand-in model that always answers the plain translation: every placeholder of a
     unit with markup is lost, and no markup retry brings one back."""
-    model = model_config("dropper", test_model, languages=["en", "de"], checks={"enabled": True})
-    model.pop("max_tokens_ratio")
-    server = InProcessServer(server_config([model], free_port()))
-    llm = server.engines.started["dropper"]
-    from transformers import AutoTokenizer
-
-    tokenizer = AutoTokenizer.from_pretrained(str(test_model))
-    answer = [*tokenizer.encode(TRANSLATION, add_special_tokens=False), tokenizer.eos_token_id]
-
-    async def generate(
-        prompt: Any, sampling_params: Any, request_id: str, *, priority: int = 0
-    ) -> AsyncIterator[FakeOutput]:
-        llm.requests += 1
-        yield FakeOutput([FakeCompletion(answer, "stop") for _ in range(sampling_params.n)])
-
-    llm.generate = generate  # type: ignore[method-assign]
-    try:
-        yield server, llm
-    finally:
-        server.stop()
+    yield from _scripted(test_model, "dropper", lambda prompt: TRANSLATION)
 
 
 def test_a_pair_whose_markup_retries_never_mend_falls_back_at_once(

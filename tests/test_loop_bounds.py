@@ -26,7 +26,7 @@ from tests.helpers import model_config, runtime_env, server_config
 from tests.support.main_server import MAIN_LANGUAGES, MAIN_LIMITS
 from tolk.errors import InvalidRequest, TolkError
 from tolk.local.processes import LocalServer, free_port, start_proxy
-from tolk.translation.document import edges
+from tolk.translation.document import Tag, edges
 from tolk.translation.formats import parse
 from tolk.translation.glossary import Glossary
 from tolk.translation.segment import segment
@@ -280,6 +280,23 @@ def _zip_bomb(inflated: int) -> bytes:
             for _ in range(inflated >> 22):
                 member.write(chunk)
     return out.getvalue()
+
+
+def test_gettext_catalogues_are_read_in_bounded_linear_work() -> None:
+    """A PO file's worst cases (tolk.translation.gettext, run in the preparation pool): runs
+    of characters that begin placeholders and never end one, an entry of a whole file's
+    length, more entries than MAX_ENTRIES; same answers at any size, the count refused."""
+    from tolk.errors import PayloadTooLarge
+    from tolk.translation import gettext
+
+    hostile = "%(" * 200_000 + "{" * 200_000 + "%1$" * 100_000 + " word"
+    (unit,) = gettext.document(hostile).units
+    assert not [p for p in unit.pieces if isinstance(p, Tag)]
+    catalogue = gettext.open_catalogue("big.po", f'msgid "{hostile}"\nmsgstr ""\n')
+    assert catalogue.sources == [hostile]
+    many = "".join(f'msgid "e{i}"\nmsgstr ""\n\n' for i in range(gettext.MAX_ENTRIES + 1))
+    with pytest.raises(PayloadTooLarge, match="at most 50000 are accepted"):
+        gettext.open_catalogue("many.po", many)
 
 
 async def test_a_zip_bomb_is_refused_before_it_is_read(
