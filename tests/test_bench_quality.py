@@ -328,10 +328,11 @@ def test_aligned_files_by_flores_or_plain_names(tmp_path: Path) -> None:
     pairs = quality_data.parse_pairs("en-de, eng>cmn_Hans,de-en")
     assert pairs == [("en", "de"), ("en", "zh"), ("de", "en")]
     units = quality_data.sentences(tmp_path, pairs, count=2, offset=1)
+    # The pairs take turns, as mixed traffic would.
     assert [(u.pair, u.index, u.source, u.reference) for u in units] == [
-        ("en-de", 1, "Two.", "Zwei."), ("en-de", 2, "Three.", "Drei."),
-        ("en-zh", 1, "Two.", "二。"), ("en-zh", 2, "Three.", "三。"),
-        ("de-en", 1, "Zwei.", "Two."), ("de-en", 2, "Drei.", "Three."),
+        ("en-de", 1, "Two.", "Zwei."), ("en-zh", 1, "Two.", "二。"),
+        ("de-en", 1, "Zwei.", "Two."), ("en-de", 2, "Three.", "Drei."),
+        ("en-zh", 2, "Three.", "三。"), ("de-en", 2, "Drei.", "Three."),
     ]  # fmt: skip
     with pytest.raises(ValueError, match="no file for fr"):
         quality_data.sentences(tmp_path, [("en", "fr")], 2)
@@ -631,6 +632,7 @@ async def test_rounds_alternate_and_every_pass_is_timed_with_the_ratio_first(
     units = [
         Unit("sentence", "en", "de", i, f"Sentence number {i}.", f"Satz {i}.") for i in range(4)
     ]
+    units.append(Unit("markdown", "en", "de", 0, "Some **bold** words.", "Fette Worte."))
     plan = quality.Plan(
         units=units, url=url, apis=("tolk",), openai=url, concurrency=2, rounds=2,
         languages=["en", "de"],
@@ -639,17 +641,27 @@ async def test_rounds_alternate_and_every_pass_is_timed_with_the_ratio_first(
     )  # fmt: skip
     results = await quality.run_quality(plan, tmp_path)
     passes = results["speed"]["passes"]
-    # Each system twice, the side that goes first alternating.
-    assert [(p["round"], p["system"]) for p in passes] == [
-        (1, "tolk"), (1, "openai"), (2, "openai"), (2, "tolk"),
+    # Each system twice, the side that goes first alternating; each pass in two phases, the
+    # sentences then the markup units, each timed as its own closed loop.
+    assert [(p["round"], p["system"], p["phase"]) for p in passes] == [
+        (1, "tolk", "sentences"), (1, "tolk", "markup"),
+        (1, "openai", "sentences"), (1, "openai", "markup"),
+        (2, "openai", "sentences"), (2, "openai", "markup"),
+        (2, "tolk", "sentences"), (2, "tolk", "markup"),
     ]  # fmt: skip
-    assert len(seen) == 16  # every unit to every system in every round
-    assert len(results["records"]) == 8  # the first pass of each is scored
-    for p in passes:
+    assert len(seen) == 20  # every unit to every system in every round
+    assert len(results["records"]) == 10  # the first pass of each is scored
+    for p in passes[::2]:  # the sentences' passes
         assert p["requests"] == 4
         assert p["errors"] == 0
         assert p["wall_s"] > 0
         assert p["requests_per_s"] == pytest.approx(4 / p["wall_s"])
+        # Two clients for four sentences: both busy until the last one was sent, and what
+        # was answered by then counted over that time.
+        assert 1 <= p["saturated_requests"] <= 3
+        assert 0 < p["saturated_s"] < p["wall_s"]
+        assert p["saturated_requests_per_s"] == p["saturated_requests"] / p["saturated_s"]
+        assert 1 < p["clients_mean"] <= 2
         assert p["running_mean"] == 3.0
         assert p["waiting_mean"] == 1.0
         # The engine's counters read before and after the pass: 4 requests, 10 steps each.
@@ -661,20 +673,35 @@ async def test_rounds_alternate_and_every_pass_is_timed_with_the_ratio_first(
         assert engine["engine_requests"] == 4
         assert engine["prefix_cache_hit_rate"] == pytest.approx(0.2)
         assert engine["tpot_ms"] is None  # not published by the stand-in
+    for p in passes[1::2]:  # one markup unit: never more than the clients, never saturated
+        assert p["requests"] == 1
+        assert p["saturated_requests_per_s"] is None
+        assert p["engine"]["engine_requests"] == 1
     tolk_tokens = [p["output_tokens"] for p in passes if p["system"] == "tolk"]
-    assert tolk_tokens == [8, 8]  # 2 a sentence in the stand-in's usage
-    rows = {r["system"]: r for r in results["speed"]["systems"]}
-    assert rows["tolk"]["passes"] == rows["openai"]["passes"] == 2
-    (ratio,) = results["speed"]["ratios"]
-    assert ratio["system"] == "tolk"
-    assert ratio["requests_per_s"] == pytest.approx(
-        rows["tolk"]["requests_per_s"] / rows["openai"]["requests_per_s"]
+    assert tolk_tokens == [8, 2, 8, 2]  # 2 a text in the stand-in's usage
+    rows = {(r["system"], r["phase"]): r for r in results["speed"]["systems"]}
+    assert [key for key in rows] == [
+        ("tolk", "sentences"), ("openai", "sentences"), ("tolk", "markup"), ("openai", "markup"),
+    ]  # fmt: skip
+    assert rows[("tolk", "sentences")]["passes"] == rows[("openai", "markup")]["passes"] == 2
+    sentences, markup = results["speed"]["ratios"]
+    assert (sentences["system"], sentences["phase"]) == ("tolk", "sentences")
+    tolk, openai = rows[("tolk", "sentences")], rows[("openai", "sentences")]
+    assert sentences["requests_per_s"] == pytest.approx(
+        tolk["requests_per_s"] / openai["requests_per_s"]
     )
+    assert sentences["saturated_requests_per_s"] == pytest.approx(
+        tolk["saturated_requests_per_s"] / openai["saturated_requests_per_s"]
+    )
+    assert markup["phase"] == "markup"
+    assert markup["saturated_requests_per_s"] is None
     md = quality_report.markdown(results)
     first = md.split("\n\n")[2]  # after the title and the run's description
-    assert first.startswith("**tolk / openai: requests/s x")
-    assert "| tolk | 2 | 8 | 0 |" in md
-    assert "| 80 | " in md  # the engine steps of both passes
+    assert first.startswith("**sentences: tolk / openai: requests/s x")
+    assert "(all clients busy: x" in first
+    assert "| tolk | sentences | 2 | 8 | 0 |" in md
+    assert "| tolk | markup | 2 | 2 | 0 |" in md
+    assert "| 80 | " in md  # the engine steps of both sentence passes
 
 
 def test_variants_run_as_blocks_each_alternating_with_one_baseline() -> None:

@@ -265,24 +265,42 @@ async def translate_one(
         return record | {"error": f"unreadable answer ({type(exc).__name__}): {raw[:200]!r}"}
 
 
+# A pass goes in phases, each its own closed loop timed apart (quality_speed): the sentences
+# (what a throughput comparison is about), then the markup units, then the documents. Mixed in
+# one loop, the few slow units at the end of one kind keep the next kind's clients waiting.
+PHASES = {"sentence": "sentences", "markdown": "markup", "html": "markup", "document": "documents"}
+
+
+def phases(system: System, units: Sequence[Unit]) -> list[tuple[str, list[Unit]]]:
+    """The units `system` takes, by phase, in PHASES' order (the units' own within each)."""
+    found: dict[str, list[Unit]] = {name: [] for name in PHASES.values()}
+    for unit in units:
+        if system.takes(unit):
+            found[PHASES[unit.kind]].append(unit)
+    return [(name, chosen) for name, chosen in found.items() if chosen]
+
+
 async def translate_all(
     system: System, units: Sequence[Unit], concurrency: int, progress: Progress | None
 ) -> list[dict[str, Any]]:
-    """Every unit `system` takes, `concurrency` at a time, in the units' order."""
+    """Every unit `system` takes, `concurrency` at a time, in the units' order; each record
+    says when its request was sent (`sent_s`, from the start of this call)."""
     chosen = [u for u in units if system.takes(u)]
     advance = progress_callback(progress, f"{system.name}: texts", len(chosen))
     gate = asyncio.Semaphore(concurrency)
     timeout = aiohttp.ClientTimeout(total=REQUEST_TIMEOUT)
     connector = aiohttp.TCPConnector(limit=concurrency)
+    started = time.perf_counter()
     async with aiohttp.ClientSession(
         system.url, timeout=timeout, connector=connector, headers=BYPASS_MEMORY
     ) as session:
 
         async def one(unit: Unit) -> dict[str, Any]:
             async with gate:
+                sent = time.perf_counter() - started
                 record = await translate_one(session, system, unit)
             advance(1)
-            return record
+            return record | {"sent_s": sent}
 
         return list(await asyncio.gather(*(one(u) for u in chosen)))
 
@@ -501,11 +519,18 @@ async def run_quality(
             chosen = await servers.tolk(variant) if side == "tolk" else [await servers.baseline()]
             for system in chosen:
                 recording = _recording(plan, servers, system, scored, workdir)
+                found = []
                 try:
-                    found, figures = await quality_speed.timed_pass(
-                        system.name, system.url, round_,
-                        translate_all(system, plan.units, plan.concurrency, progress),
-                    )  # fmt: skip
+                    for phase, units in phases(system, plan.units):
+                        some, figures = await quality_speed.timed_pass(
+                            system.name, system.url, round_,
+                            translate_all(system, units, plan.concurrency, progress),
+                            plan.concurrency,
+                        )  # fmt: skip
+                        found += some
+                        passes.append(
+                            figures | {"phase": phase, "block": block, "variant": variant}
+                        )
                 finally:  # py-spy stopped however the pass ends
                     recorded = recording is not None and recording.stop()
                 if recorded:
@@ -513,7 +538,6 @@ async def run_quality(
                     profiles[system.name] = profile.summarize(
                         recording.output, recording.seconds, recording.rate
                     )
-                passes.append(figures | {"block": block, "variant": variant})
                 if system.name not in scored:
                     scored.add(system.name)
                     records += found

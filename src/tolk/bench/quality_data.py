@@ -117,7 +117,10 @@ def read_lines(path: Path) -> list[str]:
 def sentences(
     folder: Path, pairs: Sequence[tuple[str, str]], count: int, offset: int = 0
 ) -> list[Unit]:
-    """Lines offset..offset+count of each pair's source and reference files."""
+    """Lines offset..offset+count of each pair's source and reference files, the pairs taking
+    turns (a line of each, then the next line of each) as a server's mixed traffic would:
+    in one closed loop the pair with the longest outputs then shares the engine with the
+    others instead of holding every client at once."""
     files = language_files(folder)
     missing = sorted({t for pair in pairs for t in pair} - files.keys())
     if missing:
@@ -125,15 +128,13 @@ def sentences(
     lines = {tag: read_lines(path) for tag, path in files.items()}
     if len({len(v) for v in lines.values()}) != 1:
         raise ValueError(f"the files in {folder} have different numbers of lines")
-    units = []
-    for source, target in pairs:
-        chosen = range(offset, min(offset + count, len(lines[source])))
-        units += [
-            Unit("sentence", source, target, i, lines[source][i], lines[target][i])
-            for i in chosen
-            if lines[source][i].strip()
-        ]
-    return units
+    chosen = range(offset, min(offset + count, len(next(iter(lines.values())))))
+    return [
+        Unit("sentence", source, target, i, lines[source][i], lines[target][i])
+        for i in chosen
+        for source, target in pairs
+        if lines[source][i].strip()
+    ]
 
 
 def _three_words(sentence: str) -> list[re.Match[str]] | None:

@@ -213,14 +213,37 @@ def _mean(values: Sequence[float]) -> float | None:
     return sum(values) / len(values) if values else None
 
 
+def saturated(records: Sequence[Mapping[str, Any]], concurrency: int) -> tuple[int, float] | None:
+    """The requests answered while every client was busy, and for how long: from the start
+    until the last request was sent (after it, clients run out of work and the pass drains);
+    None if the pass never kept `concurrency` clients busy."""
+    sent = [r["sent_s"] for r in records if r.get("sent_s") is not None]
+    if len(sent) <= concurrency:
+        return None
+    until = max(sent)
+    answered = sum(
+        1
+        for r in records
+        if r.get("error") is None
+        and r.get("latency_s") is not None
+        and r["sent_s"] + r["latency_s"] <= until
+    )
+    return (answered, until) if answered and until > 0 else None
+
+
 def pass_figures(
     system: str, round_: int, records: Sequence[Mapping[str, Any]], wall_s: float,
     sampler: PassSampler, engine: Mapping[str, float | None] | None = None,
+    concurrency: int = 0,
 ) -> dict[str, Any]:  # fmt: skip
-    """One pass of one system: its wall time, throughput and what was sampled meanwhile."""
+    """One pass of one system: its wall time, throughput (over the whole pass, and while
+    every client was busy: `saturated`), the clients it kept busy on average (the sum of the
+    latencies over the wall time) and what was sampled meanwhile."""
     tokens = [r["output_tokens"] for r in records if r.get("output_tokens") is not None]
     answered = [r for r in records if r.get("error") is None]
     output_tokens = sum(tokens) if tokens else None
+    busy = saturated(records, concurrency)
+    latencies = [r["latency_s"] for r in records if r.get("latency_s") is not None]
     return {
         "system": system,
         "round": round_,
@@ -228,6 +251,10 @@ def pass_figures(
         "errors": len(records) - len(answered),
         "wall_s": wall_s,
         "requests_per_s": len(answered) / wall_s if wall_s > 0 else None,
+        "saturated_requests": busy[0] if busy else None,
+        "saturated_s": busy[1] if busy else None,
+        "saturated_requests_per_s": busy[0] / busy[1] if busy else None,
+        "clients_mean": sum(latencies) / wall_s if wall_s > 0 else None,
         "output_tokens": output_tokens,
         "output_tokens_per_s": output_tokens / wall_s if output_tokens and wall_s > 0 else None,
         "gpu_util_mean": _mean(sampler.gpu),
@@ -240,9 +267,11 @@ def pass_figures(
 
 
 async def timed_pass(
-    system: str, url: str, round_: int, run: Awaitable[list[dict[str, Any]]]
-) -> tuple[list[dict[str, Any]], dict[str, Any]]:
-    """Await one pass (`run` gives its records), timed and sampled."""
+    system: str, url: str, round_: int, run: Awaitable[list[dict[str, Any]]],
+    concurrency: int = 0,
+) -> tuple[list[dict[str, Any]], dict[str, Any]]:  # fmt: skip
+    """Await one pass (`run` gives its records, `concurrency` clients at once), timed and
+    sampled."""
     before = await engine_counters(url)
     sampler = PassSampler(url)
     sampler.start()
@@ -253,7 +282,7 @@ async def timed_pass(
         wall = time.perf_counter() - started
         await sampler.stop()
     engine = engine_figures(before, await engine_counters(url), wall)
-    return records, pass_figures(system, round_, records, wall, sampler, engine)
+    return records, pass_figures(system, round_, records, wall, sampler, engine, concurrency)
 
 
 def _total(passes: Sequence[Mapping[str, Any]], key: str) -> float | None:
@@ -261,22 +290,37 @@ def _total(passes: Sequence[Mapping[str, Any]], key: str) -> float | None:
     return None if any(v is None for v in values) else float(sum(values))
 
 
+def phase_of(p: Mapping[str, Any]) -> str:
+    """A pass's phase (quality.PHASES); a run from before passes had phases: "all"."""
+    return str(p.get("phase") or "all")
+
+
 def _system_row(system: str, passes: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
     wall = sum(p["wall_s"] for p in passes)
     answered = sum(p["requests"] - p["errors"] for p in passes)
     tokens = _total(passes, "output_tokens")
+    busy = [p for p in passes if p.get("saturated_s")]
+    busy_s = sum(p["saturated_s"] for p in busy)
 
     def mean_of(key: str) -> float | None:
-        values = [p[key] for p in passes if p[key] is not None]
+        values = [p[key] for p in passes if p.get(key) is not None]
         return _mean(values)
 
     return {
         "system": system,
+        "phase": phase_of(passes[0]) if passes else "all",
         "passes": len(passes),
         "requests": sum(p["requests"] for p in passes),
         "errors": sum(p["errors"] for p in passes),
         "wall_s": wall,
         "requests_per_s": answered / wall if wall > 0 else None,
+        # Only where every pass kept all its clients busy for a while.
+        "saturated_requests_per_s": (
+            sum(p["saturated_requests"] for p in busy) / busy_s
+            if busy and len(busy) == len(passes)
+            else None
+        ),
+        "clients_mean": mean_of("clients_mean"),
         "per_round_requests_per_s": [p["requests_per_s"] for p in passes],
         "output_tokens": tokens,
         "output_tokens_per_s": tokens / wall if tokens and wall > 0 else None,
@@ -313,25 +357,38 @@ def _ratio(a: float | None, b: float | None) -> float | None:
 
 
 def summarize(passes: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
-    """Per system (its passes together) and, per tolk system, its ratio to the baseline passes
-    measured beside it (the baseline passes of the same block: the same variant's rounds)."""
-    systems: dict[str, list[Mapping[str, Any]]] = {}
+    """Per system and phase (its passes together) and, per tolk system and phase, its ratio
+    to the baseline's passes of that phase measured beside it (the baseline passes of the
+    same block: the same variant's rounds). Phases in the order they ran, so the sentences'
+    come first."""
+    systems: dict[tuple[str, str], list[Mapping[str, Any]]] = {}
     for p in passes:
-        systems.setdefault(p["system"], []).append(p)
-    rows = [_system_row(name, found) for name, found in systems.items()]
+        systems.setdefault((p["system"], phase_of(p)), []).append(p)
+    order = list(dict.fromkeys(phase for _, phase in systems))
+    keys = sorted(systems, key=lambda key: order.index(key[1]))
+    rows = [_system_row(name, systems[(name, phase)]) for name, phase in keys]
     ratios = []
-    for name, found in systems.items():
+    for name, phase in keys:
         if name == BASELINE:
             continue
+        found = systems[(name, phase)]
         blocks = {p["block"] for p in found}
-        beside = [p for p in passes if p["system"] == BASELINE and p["block"] in blocks]
+        beside = [
+            p
+            for p in passes
+            if p["system"] == BASELINE and phase_of(p) == phase and p["block"] in blocks
+        ]
         if not beside:
             continue
         mine, theirs = _system_row(name, found), _system_row(BASELINE, beside)
         ratios.append(
             {
                 "system": name,
+                "phase": phase,
                 "requests_per_s": _ratio(mine["requests_per_s"], theirs["requests_per_s"]),
+                "saturated_requests_per_s": _ratio(
+                    mine["saturated_requests_per_s"], theirs["saturated_requests_per_s"]
+                ),
                 "output_tokens_per_s": _ratio(
                     mine["output_tokens_per_s"], theirs["output_tokens_per_s"]
                 ),
@@ -346,19 +403,26 @@ def _num(value: float | None, digits: int = 1) -> str:
 
 
 def ratio_lines(speed: Mapping[str, Any]) -> list[str]:
-    """The report's first lines: each tolk system's throughput over the baseline's beside it."""
-    return [
-        f"{r['system']} / {BASELINE}: requests/s x{_num(r['requests_per_s'], 2)}, output "
-        f"tokens/s x{_num(r['output_tokens_per_s'], 2)} (baseline "
-        f"{_num(r['baseline_requests_per_s'])} requests/s)"
-        for r in speed["ratios"]
-    ]
+    """The report's first lines: each tolk system's throughput over the baseline's beside it,
+    phase by phase (the sentences first)."""
+    lines = []
+    for r in speed["ratios"]:
+        phase = f"{r['phase']}: " if r.get("phase", "all") != "all" else ""
+        busy = r.get("saturated_requests_per_s")
+        busy_text = f" (all clients busy: x{_num(busy, 2)})" if busy is not None else ""
+        lines.append(
+            f"{phase}{r['system']} / {BASELINE}: requests/s x{_num(r['requests_per_s'], 2)}"
+            f"{busy_text}, output tokens/s x{_num(r['output_tokens_per_s'], 2)} (baseline "
+            f"{_num(r['baseline_requests_per_s'])} requests/s)"
+        )
+    return lines
 
 
 SPEED_COLUMNS = (
-    "system", "passes", "requests", "errors", "wall s", "req/s", "req/s per round",
-    "output tok/s", "GPU busy %", "running", "waiting", "engine steps", "ms a step",
-    "tokens made a step", "TPOT ms", "engine requests", "prefix hit %",
+    "system", "phase", "passes", "requests", "errors", "wall s", "req/s",
+    "req/s all clients busy", "req/s per round", "output tok/s", "clients busy",
+    "GPU busy %", "running", "waiting", "engine steps", "ms a step", "tokens made a step",
+    "TPOT ms", "engine requests", "prefix hit %",
 )  # fmt: skip
 
 
@@ -376,10 +440,12 @@ def _engine_cells(engine: Mapping[str, Any] | None) -> list[str]:
 def rows(speed: Mapping[str, Any]) -> list[list[str]]:
     return [
         [
-            s["system"], str(s["passes"]), str(s["requests"]), str(s["errors"]),
-            _num(s["wall_s"]), _num(s["requests_per_s"]),
+            s["system"], s.get("phase", "all"), str(s["passes"]), str(s["requests"]),
+            str(s["errors"]), _num(s["wall_s"]), _num(s["requests_per_s"]),
+            _num(s.get("saturated_requests_per_s")),
             ", ".join(_num(v) for v in s["per_round_requests_per_s"]),
-            _num(s["output_tokens_per_s"], 0), _num(s["gpu_util_mean"], 0),
+            _num(s["output_tokens_per_s"], 0), _num(s.get("clients_mean")),
+            _num(s["gpu_util_mean"], 0),
             _num(s["running_mean"]), _num(s["waiting_mean"]),
             *_engine_cells(s.get("engine")),
         ]
