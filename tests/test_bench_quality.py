@@ -661,7 +661,7 @@ async def test_rounds_alternate_and_every_pass_is_timed_with_the_ratio_first(
         assert 1 <= p["saturated_requests"] <= 3
         assert 0 < p["saturated_s"] < p["wall_s"]
         assert p["saturated_requests_per_s"] == p["saturated_requests"] / p["saturated_s"]
-        assert 1 < p["clients_mean"] <= 2
+        assert 0 < p["clients_mean"] <= 2  # never more than the clients
         assert p["running_mean"] == 3.0
         assert p["waiting_mean"] == 1.0
         # The engine's counters read before and after the pass: 4 requests, 10 steps each.
