@@ -253,3 +253,51 @@ def test_a_pair_whose_markup_retries_never_mend_falls_back_at_once(
         f"{server.url}/metrics", params={"name[]": "tolk_pair_skipping"}, timeout=30
     ).text
     assert metric_samples(named, "tolk_pair_skipping") == [(labels, 1.0)]
+
+
+@pytest.fixture
+def echoing(test_model: Path) -> Iterator[tuple[InProcessServer, FakeLLM]]:
+    """A stand-in model that answers the English source whatever it is asked: every output
+    is an echo, off target, and so is every retry."""
+
+    def reply(prompt: str) -> str:
+        return SOURCE if "retry me" not in prompt else TRANSLATION
+
+    yield from _scripted(test_model, "echoer", reply)
+
+
+def test_a_pair_whose_retries_never_mend_keeps_its_first_tries_flagged(
+    echoing: tuple[InProcessServer, FakeLLM],
+) -> None:
+    """tolk.translation.watch: a text whose output has a problem is tried again; once a
+    pair's retries have given nothing less bad in MIN_SEEN (`checks.retry_min_mended`), its
+    first tries are returned flagged at once, save one in PROBE_EVERY; the pair's other
+    texts, and other pairs, are not affected."""
+    from tolk.translation.watch import MIN_SEEN, PROBE_EVERY
+
+    server, llm = echoing
+
+    def translate(text: str = SOURCE) -> dict[str, Any]:
+        body = {"text": text, "source_lang": "en", "target_lang": "de"}
+        return httpx.post(
+            f"{server.url}/translate", json=body, headers={"Cache-Control": "no-store"},
+            timeout=60,
+        ).json()  # fmt: skip
+
+    for _ in range(MIN_SEEN):  # the first try and its retry, both echoes
+        answer = translate()
+        assert answer["translation"] == SOURCE
+        assert "echo" in [w["code"] for w in answer["warnings"]], answer
+    assert llm.requests == 2 * MIN_SEEN
+    for _ in range(2 * PROBE_EVERY):  # the first try alone, still flagged; two per probe
+        answer = translate()
+        assert "echo" in [w["code"] for w in answer["warnings"]], answer
+    assert llm.requests == 2 * MIN_SEEN + 2 * PROBE_EVERY + 2
+    metrics = httpx.get(f"{server.url}/metrics", timeout=30).text
+    labels = {"model": "echoer", "pair": "en>de", "step": "retry"}
+    assert (labels, 1.0) in metric_samples(metrics, "tolk_pair_skipping")
+    assert (labels, 1.0) in metric_samples(metrics, "tolk_pair_waste_share")
+    # A text that translates needs no retry and is unaffected.
+    before = llm.requests
+    assert translate("Please retry me.")["translation"] == TRANSLATION
+    assert llm.requests == before + 1

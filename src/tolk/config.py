@@ -154,6 +154,16 @@ class CheckSettings(_Strict):
         "their plain text at once (one in 10 is still retried, so that the share keeps being "
         "measured); 0: always retried (tolk.translation.watch).",
     )
+    retry_min_mended: float = Field(
+        0.2,
+        ge=0,
+        le=1,
+        description="A language pair whose retries (other than markup retries and retries "
+        "of a copied example, always done) gave a less bad output in less than this share of "
+        "its last 200 goes without them: its first tries are returned with their problems "
+        "flagged (one in 10 is still retried, so that the share keeps being measured); 0: "
+        "always retried (tolk.translation.watch).",
+    )
     markup_sampling: SamplingSettings = Field(
         default_factory=lambda: SamplingSettings(temperature=0.7, top_p=0.95),
         description="Decoding settings of the markup retry's candidates (sampled: greedy "

@@ -176,6 +176,7 @@ class ServerParts:
         self.metrics.pairs.watches = {
             "examples": translator.copying,
             "markup_retry": translator.markup_retries,
+            "retry": translator.retries,
         }
         app.state.memories = translator.memories
         app.state.gateway = Gateway(

@@ -36,6 +36,7 @@ from tolk.translation.plan import Done
 from tolk.translation.prompts import INSTRUCTED, Instructions, clean, keep_outer_whitespace
 from tolk.translation.request import TranslationRequest
 from tolk.translation.results import OnSegment, SegmentDone
+from tolk.translation.watch import PairWatch
 
 if TYPE_CHECKING:
     from tolk.translation.service import Translator
@@ -116,6 +117,7 @@ class SegmentRun:
         "_output_checks",
         "_pacer",
         "_retries",
+        "_retry_watch",
         "_sampled",
         "_source",
         "_stop_loops",
@@ -151,6 +153,8 @@ class SegmentRun:
         self._copying = translator.copying if watch else None
         watch = self._retries and checks.markup_retry_min_mended > 0
         self._markup_watch = translator.markup_retries if watch else None
+        watch = self._retries and checks.retry_min_mended > 0
+        self._retry_watch = translator.retries if watch else None
         self._tm = request.translation_memory
         self._memories = translator.memories
         self._memory = translator.memory if request.memory != "off" else None
@@ -244,12 +248,12 @@ class SegmentRun:
             if self._retries and first.verdict.retryable and self.retrying(first.verdict):
                 again = await self.retry(index, text, stop, first.verdict, told)
                 tries, retried = [*tries, *again], True
-                self.count_markup_retry(first.verdict, again)
                 # The retry's least bad candidate, if it is less bad (a copy of the
                 # examples worst, then by the number of problems).
                 best = min(again, key=lambda a: a.verdict.severity)
                 if best.verdict.severity < first.verdict.severity:
                     chosen = best
+                self.count_retry(first.verdict, again, mended=chosen is best)
         finished = Done(
             text=chosen.output,
             prompt_tokens=sum(t.generation.prompt_tokens for t in tries),
@@ -300,24 +304,35 @@ class SegmentRun:
             told = firmer(engine, told, text, self._source, self._target, COPIED)
         return told, False
 
-    def retrying(self, first: Verdict) -> bool:
-        """Whether a first try with problems is retried: yes, unless lost placeholders are
-        all another try could mend and the markup retry rarely brings them back for this
-        pair (tolk.translation.watch); the unit then falls back to its plain text at once."""
-        watch, engine = self._markup_watch, self._engine
-        if watch is None or {p for p in first.problems if p != "cut_character"} != {"placeholders"}:
-            return True
-        return watch.do(engine.name, self._source.tag, self._target.tag)
+    def _watch_of(self, first: Verdict) -> PairWatch | None:
+        """The pair's watch over the retry `first` would have (tolk.translation.watch): the
+        markup retry's where lost placeholders are all another try could mend, none for a
+        copy of the examples (always retried: its words are another sentence's), else that of
+        retries."""
+        problems = {p for p in first.problems if p != "cut_character"}
+        if problems == {"placeholders"}:
+            return self._markup_watch
+        return None if "copied_example" in problems else self._retry_watch
 
-    def count_markup_retry(self, first: Verdict, again: Sequence[Attempt]) -> None:
-        """A markup retry's outcome, for the pair's watch: waste if no output of it brought
-        every placeholder back."""
-        watch, engine = self._markup_watch, self._engine
-        if watch is None or "placeholders" not in first.problems:
+    def retrying(self, first: Verdict) -> bool:
+        """Whether a first try with problems is retried: yes, unless its pair's retries of
+        such problems rarely mend them (tolk.translation.watch). A markup unit not retried
+        falls back to its plain text at once; a text keeps its first try, flagged."""
+        watch = self._watch_of(first)
+        return watch is None or watch.do(self._engine.name, self._source.tag, self._target.tag)
+
+    def count_retry(self, first: Verdict, again: Sequence[Attempt], mended: bool) -> None:
+        """A retry's outcome, for the pair's watch: a markup retry is waste if no output of
+        it brought every placeholder back, another retry if its output was not less bad."""
+        watch, checks = self._watch_of(first), self._checks
+        if watch is None:
             return
-        wasted = all("placeholders" in a.verdict.problems for a in again)
-        limit = 1 - engine.settings.checks.markup_retry_min_mended
-        watch.record(engine.name, self._source.tag, self._target.tag, wasted, limit)
+        if watch is self._markup_watch:
+            wasted = all("placeholders" in a.verdict.problems for a in again)
+            limit = 1 - checks.markup_retry_min_mended
+        else:
+            wasted, limit = not mended, 1 - checks.retry_min_mended
+        watch.record(self._engine.name, self._source.tag, self._target.tag, wasted, limit)
 
     async def retry(
         self, index: int, text: str, stop: bool, again: Verdict, told: Instructions

@@ -99,10 +99,12 @@ class Translator:
         self.checks = OutputChecks([*pool.sources, *pool.targets])
         # Per-segment work waits for a turn: one piece per pass of the event loop.
         self.pacer = Pacer()
-        # Per model and pair: whether first tries copy the examples shown, and whether markup
-        # retries bring placeholders back; so whether either is done (tolk.translation.watch).
+        # Per model and pair: whether first tries copy the examples shown, whether markup
+        # retries bring placeholders back and whether other retries mend; so whether each is
+        # done (tolk.translation.watch).
         self.copying = PairWatch("first tries shown examples")
         self.markup_retries = PairWatch("markup retries")
+        self.retries = PairWatch("retries")
         # Per-request work whose cost grows with the input (parsing, segmenting, the
         # glossary, planning and rendering documents) runs here, never on the event loop,
         # so one large or hostile request cannot stall every other client; the pool's size

@@ -1,6 +1,6 @@
 """What tolk learns per language pair about its own tries, and stops doing where it is waste.
 
-Two things tolk does for quality cost a whole engine request each and are measured, per model
+Three things tolk does for quality cost a whole engine request each and are measured, per model
 and language pair, by the outcomes of the last WINDOW times they were done:
 
 - **Examples** (`prompt_examples`) lift chrF++ on most pairs (docs/benchmarks.md, section 10).
@@ -16,6 +16,13 @@ and language pair, by the outcomes of the last WINDOW times they were done:
   the unit falls back to its plain text anyway (docs/benchmarks.md, section 17). Below
   `checks.markup_retry_min_mended` of retries that brought every placeholder back, the pair's
   units go to that fallback at once.
+- **Other retries** (an output off target, echoed, looping, cut at the budget: tried once more
+  without examples, told again which language to answer in) mend most en-de and en-fr
+  problems; where the model cannot write a language, the retry is as wrong as the first try,
+  and the first try's client waits for both. Below `checks.retry_min_mended` of retries whose
+  output was less bad than the first try's, the pair's first tries are returned with their
+  problems flagged. A copy of the examples is always retried (its words are another
+  sentence's).
 
 While a pair is past its limit, one time in PROBE_EVERY still does the thing, so the share
 keeps being measured, and when the model's behaviour changes the pair comes back. Before
