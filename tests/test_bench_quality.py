@@ -746,6 +746,11 @@ def test_each_variant_switches_one_feature_off_on_every_model() -> None:
     assert model.checks.markup_candidates == 4
     assert off["markup-one-retry"].checks.markup_candidates == 1
     assert off["markup-one-retry"].checks.retry_sampling == model.checks.retry_sampling
+    assert model.checks.retry_min_mended == 0.2
+    assert off["retry-always"].checks.retry_min_mended == 0
+    assert model.checks.markup_fallback_early
+    assert not off["fallback-late"].checks.markup_fallback_early
+    assert off["fallback-late"].checks.retry_min_mended == 0.2
 
 
 # --- End to end ---------------------------------------------------------------------------

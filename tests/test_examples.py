@@ -301,3 +301,82 @@ def test_a_pair_whose_retries_never_mend_keeps_its_first_tries_flagged(
     before = llm.requests
     assert translate("Please retry me.")["translation"] == TRANSLATION
     assert llm.requests == before + 1
+
+
+def _fallback_scripted(
+    test_model: Path, retry_mends: bool
+) -> Iterator[tuple[InProcessServer, FakeLLM, list[str]]]:
+    """A stand-in model for a markdown unit with bold: its first try loses the bold; its
+    markup retry (`n` > 1) waits until the unit's plain text has been asked for, then brings
+    the bold back if `retry_mends` (else loses it again); the plain text's request answers at
+    once if the retry does not mend, else waits until it is aborted. `events` says what was
+    asked, answered and aborted, in order."""
+    import asyncio
+
+    events: list[str] = []
+    scripted = _scripted(test_model, "fallback", lambda prompt: TRANSLATION)
+    server, llm = next(scripted)
+    from transformers import AutoTokenizer
+
+    tokenizer = AutoTokenizer.from_pretrained(str(test_model))
+    plain_asked = asyncio.Event()
+
+    async def generate(
+        prompt: Any, sampling_params: Any, request_id: str, *, priority: int = 0
+    ) -> AsyncIterator[FakeOutput]:
+        text = str(tokenizer.decode(list(prompt["prompt_token_ids"])))
+        llm.requests += 1
+        if sampling_params.n > 1:  # the markup retry
+            events.append("retry asked")
+            await asyncio.wait_for(plain_asked.wait(), 30)
+            reply = "Das [Museum](1) öffnet um neun." if retry_mends else TRANSLATION
+            events.append("retry answered")
+        elif "](1)" in text.rsplit("<|im_start|>user", 1)[-1]:  # the first try
+            reply = TRANSLATION
+        else:  # the plain text
+            events.append("plain asked")
+            plain_asked.set()
+            if retry_mends:
+                try:
+                    await asyncio.sleep(60)
+                except asyncio.CancelledError:
+                    events.append("plain aborted")
+                    raise
+            events.append("plain answered")
+            reply = TRANSLATION
+        out = [*tokenizer.encode(reply, add_special_tokens=False), tokenizer.eos_token_id]
+        yield FakeOutput([FakeCompletion(out, "stop") for _ in range(sampling_params.n)])
+
+    llm.generate = generate  # type: ignore[method-assign]
+    try:
+        yield server, llm, events
+    finally:
+        scripted.close()
+
+
+@pytest.mark.parametrize("retry_mends", [False, True])
+def test_a_markup_units_fallback_goes_beside_its_retry(test_model: Path, retry_mends: bool) -> None:
+    """`checks.markup_fallback_early`: once a unit's first try lost its placeholders, its
+    plain text is asked for beside the markup retry, not after it (the stand-in's retry
+    answers only once the plain text has been asked for); a retry that brings them back
+    aborts the plain text's request; one that does not leaves its answer to be used."""
+    for server, llm, events in _fallback_scripted(test_model, retry_mends):
+        body = {
+            "text": "The **museum** opens at nine.",
+            "source_lang": "en", "target_lang": "de", "format": "markdown",
+        }  # fmt: skip
+        answer = httpx.post(
+            f"{server.url}/translate", json=body, headers={"Cache-Control": "no-store"},
+            timeout=60,
+        ).json()  # fmt: skip
+        assert "translation" in answer, (answer, events)
+        if retry_mends:
+            assert answer["translation"] == "Das **Museum** öffnet um neun."
+            assert answer.get("warnings", []) == []
+            assert events == ["retry asked", "plain asked", "retry answered", "plain aborted"]
+        else:
+            assert answer["translation"] == TRANSLATION
+            assert [w["code"] for w in answer["warnings"]] == ["markup_dropped"]
+            assert events[:2] == ["retry asked", "plain asked"]
+            assert sorted(events[2:]) == ["plain answered", "retry answered"]
+        assert llm.requests == 3  # the first try, the retry, the plain text: once each

@@ -145,6 +145,13 @@ class CheckSettings(_Strict):
         "default: the 0.5B Qwen, forced so, often wrote its translation and then rambled on "
         "until it could place the placeholder (docs/benchmarks.md, Quality).",
     )
+    markup_fallback_early: bool = Field(
+        True,
+        description="A unit whose placeholders did not come back has its fallback (its "
+        "plain text, without emphasis) translated at once, beside its markup retry, rather "
+        "than after it: the unit's answer comes one try sooner where the retry does not mend, "
+        "and where it does the fallback's engine request is aborted, its tokens so far spent.",
+    )
     markup_retry_min_mended: float = Field(
         0.2,
         ge=0,

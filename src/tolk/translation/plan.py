@@ -66,6 +66,14 @@ class DocumentPlan:
                     runs |= dict.fromkeys(s for run in unit.runs for s in self.cut(run).segments)
         self.first = list(first)
         self.known_runs = list(runs)
+        # A whole unit's segment -> its plain text, the next pass's segment if its
+        # placeholders do not come back (started early beside the markup retry: run.Flow).
+        self.fallbacks = {
+            unit.masked: unit.plain
+            for d, doc in enumerate(docs)
+            for u, unit in enumerate(doc.units)
+            if self.via[(d, u)] == "whole" and unit.masked is not None and unit.plain is not None
+        }
         self.outputs: list[dict[int, Rendered]] = [{} for _ in docs]
         self.fell_back: set[tuple[int, int]] = set()  # went run by run for their markup
 

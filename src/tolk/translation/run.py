@@ -15,10 +15,11 @@ memories, the memory keys), and the service is its only caller.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import dataclasses
 import re
-from collections.abc import Awaitable, Sequence
-from dataclasses import dataclass
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, TypeVar
 
 from tolk.config import PlaceholderSyntax
@@ -85,11 +86,50 @@ class Routed:
 @dataclass(frozen=True)
 class Flow:
     """How a request's segments move, the same in each of its passes: at most `slots` in
-    the engine at once, counted in `progress`, each told to `on_segment` when done."""
+    the engine at once, counted in `progress`, each told to `on_segment` when done.
+
+    `fallbacks`: a markup unit's segment -> the segment its unit falls back to if the
+    segment's placeholders do not come back (DocumentPlan.fallbacks; empty unless
+    `checks.markup_fallback_early`). Such a fallback is started as soon as a first try lost
+    them, beside the markup retry, and kept in `early` for the next pass (which awaits it
+    instead of starting it again); cancelled if the retry brings the placeholders back."""
 
     slots: asyncio.Semaphore
     progress: Progress
     on_segment: OnSegment | None = None
+    fallbacks: Mapping[str, str] = field(default_factory=dict)
+    early: dict[str, asyncio.Task[Done]] = field(default_factory=dict)
+
+    def start_fallback(self, text: str, produce: Callable[[str], Awaitable[Done]]) -> None:
+        """`text`'s fallback started (by `produce`), unless it has none or is started."""
+        fallback = self.fallbacks.get(text)
+        if fallback is None or fallback in self.early:
+            return
+        task = asyncio.ensure_future(produce(fallback))
+        # An error is the next pass's to raise; one never awaited (cancelled, not needed)
+        # is read here so that asyncio does not log it as lost.
+        task.add_done_callback(lambda t: t.cancelled() or t.exception())
+        self.early[fallback] = task
+
+    def drop_fallback(self, text: str) -> None:
+        """`text`'s fallback is not needed (its placeholders came back): aborted."""
+        fallback = self.fallbacks.get(text)
+        task = self.early.pop(fallback, None) if fallback is not None else None
+        if task is not None:
+            task.cancel()
+
+    def taken(self, text: str) -> asyncio.Task[Done] | None:
+        """The fallback started early for `text`, if it was and still runs or ran."""
+        task = self.early.pop(text, None)
+        if task is None or task.cancelled() or task.cancelling():
+            return None
+        return task
+
+    def close(self) -> None:
+        """Every fallback started early and never needed: aborted."""
+        for task in self.early.values():
+            task.cancel()
+        self.early.clear()
 
 
 class SegmentRun:
@@ -167,16 +207,24 @@ class SegmentRun:
         return dict(zip(segments, done, strict=True))
 
     async def segment(self, index: int, text: str) -> Done:
+        """One segment, as `produce` makes it (or made it, started early as a fallback:
+        Flow), counted and reported."""
+        early = self._flow.taken(text)
+        finished = await early if early is not None else await self.produce(index, text)
+        return self.report(index, text, finished)
+
+    async def produce(self, index: int, text: str, slotted: bool = True) -> Done:
         """One segment: from the request's translation memory, else from the segment
-        memory, else from the engine (and remembered)."""
+        memory, else from the engine (and remembered). `slotted`: waits for one of the
+        request's engine slots (a fallback started early does not: it stands beside its
+        unit's markup retry, which holds one, and there is one at most per slot)."""
         told = self._instructions
         if self._tm is not None and not PLACEHOLDER.search(text):
             # The user's translation memory: an exact match is the translation; a close
             # one is the model's reference (where the prompt format takes instructions).
             match = await self.memory_match(text)
             if match is not None and match.exact:
-                exact = Done(keep_outer_whitespace(text, match.target), 0, 0, 0, from_tm=True)
-                return self.report(index, text, exact)
+                return Done(keep_outer_whitespace(text, match.target), 0, 0, 0, from_tm=True)
             if match is not None and self._instructed:
                 told = dataclasses.replace(
                     told, custom=(*told.custom, reference_instruction(match))
@@ -186,10 +234,10 @@ class SegmentRun:
         if self._memory is not None:
             job, key, hit = await self.recall(index, text, told)
             if hit is not None:
-                return self.report(index, text, hit)
-        finished, verdict = await self.translated(index, text, job, told, key is not None)
+                return hit
+        finished, verdict = await self.translated(index, text, job, told, key is not None, slotted)
         self.remember(key, finished.text, verdict)
-        return self.report(index, text, finished)
+        return finished
 
     async def memory_match(self, text: str) -> Match | None:
         """The request's translation memory's best unit for `text` (its database: off the
@@ -232,12 +280,20 @@ class SegmentRun:
         return job, key, hit
 
     async def translated(
-        self, index: int, text: str, job: EngineJob | None, told: Instructions, looked_up: bool
+        self,
+        index: int,
+        text: str,
+        job: EngineJob | None,
+        told: Instructions,
+        looked_up: bool,
+        slotted: bool = True,
     ) -> tuple[Done, Verdict]:
         """The segment through the engine once it has a slot: its first try and, if that
         has a problem another try may mend, its retry; the translation chosen, and its
-        verdict."""
-        async with self._flow.slots:
+        verdict. A markup unit's first try that lost placeholders starts the unit's
+        fallback at once (Flow), dropped again if the retry brings them back."""
+        flow = self._flow
+        async with flow.slots if slotted else contextlib.nullcontext():
             await self._pacer.turn()
             # A loop is stopped where it shows, not run to the budget (a source that
             # repeats itself may be translated so: its generations run to the end).
@@ -245,6 +301,8 @@ class SegmentRun:
             tries, first = await self.first_try(index, text, stop, job, told)
             made = tries
             chosen, retried = first, False
+            if "placeholders" in first.verdict.problems:
+                flow.start_fallback(text, lambda plain: self.produce(index, plain, False))
             if self._retries and first.verdict.retryable and self.retrying(first.verdict):
                 again = await self.retry(index, text, stop, first.verdict, told)
                 tries, retried = [*tries, *again], True
@@ -254,6 +312,8 @@ class SegmentRun:
                 if best.verdict.severity < first.verdict.severity:
                     chosen = best
                 self.count_retry(first.verdict, again, mended=chosen is best)
+                if "placeholders" not in chosen.verdict.problems:
+                    flow.drop_fallback(text)
         finished = Done(
             text=chosen.output,
             prompt_tokens=sum(t.generation.prompt_tokens for t in tries),

@@ -266,15 +266,20 @@ class Translator:
                 work_deadline(0, self.limits.segment_seconds, segments * (1 + sampled), window)
             )
             progress = Progress(segments, segments)
-            flow = Flow(slots, progress, on_segment)
+            early = engine.settings.checks.markup_fallback_early
+            flow = Flow(slots, progress, on_segment, plan.fallbacks if early else {})
             done: dict[str, Done] = {}
             pending = plan.first
             # Passes: units whole; those whose placeholders did not come back without
-            # their paired markup; what still fails, and units over the budget, run by run.
-            while pending:
-                progress.planned = max(progress.planned, len(done) + len(pending))
-                done |= await SegmentRun(self, routed, request, flow).translate(pending)
-                pending = await self.offload(plan.restore, done)
+            # their paired markup (started early, beside the markup retry: Flow); what still
+            # fails, and units over the budget, run by run.
+            try:
+                while pending:
+                    progress.planned = max(progress.planned, len(done) + len(pending))
+                    done |= await SegmentRun(self, routed, request, flow).translate(pending)
+                    pending = await self.offload(plan.restore, done)
+            finally:
+                flow.close()
         return done, time.monotonic() - started
 
     def _plan(
