@@ -7,7 +7,7 @@ with examples is measured by `tolk bench quality`, docs/benchmarks.md "Quality")
 from __future__ import annotations
 
 import re
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections.abc import AsyncIterator, Callable, Generator, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -73,7 +73,7 @@ def _copier(test_model: Path) -> Iterator[tuple[InProcessServer, FakeLLM]]:
 
 def _scripted(
     test_model: Path, name: str, reply: Callable[[str], str], **settings: Any
-) -> Iterator[tuple[InProcessServer, FakeLLM]]:
+) -> Generator[tuple[InProcessServer, FakeLLM]]:
     """An in-process server whose stand-in model (checks on) answers `reply(prompt)` to
     every request, each of its `n` outputs alike; the LLM keeps the prompts it was sent."""
     model = model_config(name, test_model, languages=["en", "de"], checks={"enabled": True})
@@ -279,10 +279,11 @@ def test_a_pair_whose_retries_never_mend_keeps_its_first_tries_flagged(
 
     def translate(text: str = SOURCE) -> dict[str, Any]:
         body = {"text": text, "source_lang": "en", "target_lang": "de"}
-        return httpx.post(
+        answer: dict[str, Any] = httpx.post(
             f"{server.url}/translate", json=body, headers={"Cache-Control": "no-store"},
             timeout=60,
         ).json()  # fmt: skip
+        return answer
 
     for _ in range(MIN_SEEN):  # the first try and its retry, both echoes
         answer = translate()
