@@ -724,7 +724,7 @@ def test_variants_run_as_blocks_each_alternating_with_one_baseline() -> None:
 
 
 def test_each_variant_switches_one_feature_off_on_every_model() -> None:
-    from tolk.config import load_config
+    from tolk.config import SamplingSettings, load_config
 
     shipped = load_config(Path(__file__).parents[1] / "configs/gpu-qwen2.5-coder-0.5b.yaml")
     (model,) = shipped.models
@@ -746,6 +746,7 @@ def test_each_variant_switches_one_feature_off_on_every_model() -> None:
     assert model.checks.markup_candidates == 4
     assert off["markup-one-retry"].checks.markup_candidates == 1
     assert off["markup-one-retry"].checks.retry_sampling == model.checks.retry_sampling
+    assert off["retry-greedy"].checks.retry_sampling == SamplingSettings()
     assert model.checks.retry_min_mended == 0.2
     assert off["retry-always"].checks.retry_min_mended == 0
     assert model.checks.markup_fallback_early

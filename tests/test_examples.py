@@ -101,6 +101,16 @@ def _scripted(
         server.stop()
 
 
+def _translated(server: InProcessServer, text: str, **fields: str) -> dict[str, Any]:
+    """tolk's /translate of `text` from English into German (`fields` added), the segment
+    memory bypassed: the server's JSON answer."""
+    body = {"text": text, "source_lang": "en", "target_lang": "de", **fields}
+    answer: dict[str, Any] = httpx.post(
+        f"{server.url}/translate", json=body, headers={"Cache-Control": "no-store"}, timeout=60
+    ).json()
+    return answer
+
+
 def test_a_copied_example_is_retried_without_examples_and_counted(
     copying: tuple[InProcessServer, FakeLLM], test_model: Path
 ) -> None:
@@ -229,14 +239,8 @@ def test_a_pair_whose_markup_retries_never_mend_falls_back_at_once(
     server, llm = dropping
 
     def translate() -> None:
-        body = {
-            "text": "The **museum** opens at nine in the morning and closes at six.",
-            "source_lang": "en", "target_lang": "de", "format": "markdown",
-        }  # fmt: skip
-        answer = httpx.post(
-            f"{server.url}/translate", json=body, headers={"Cache-Control": "no-store"},
-            timeout=60,
-        ).json()  # fmt: skip
+        text = "The **museum** opens at nine in the morning and closes at six."
+        answer = _translated(server, text, format="markdown")
         assert answer["translation"] == TRANSLATION, answer  # the plain text's translation
         assert [w["code"] for w in answer["warnings"]] == ["markup_dropped"], answer
 
@@ -278,12 +282,7 @@ def test_a_pair_whose_retries_never_mend_keeps_its_first_tries_flagged(
     server, llm = echoing
 
     def translate(text: str = SOURCE) -> dict[str, Any]:
-        body = {"text": text, "source_lang": "en", "target_lang": "de"}
-        answer: dict[str, Any] = httpx.post(
-            f"{server.url}/translate", json=body, headers={"Cache-Control": "no-store"},
-            timeout=60,
-        ).json()  # fmt: skip
-        return answer
+        return _translated(server, text)
 
     for _ in range(MIN_SEEN):  # the first try and its retry, both echoes
         answer = translate()
@@ -362,14 +361,7 @@ def test_a_markup_units_fallback_goes_beside_its_retry(test_model: Path, retry_m
     answers only once the plain text has been asked for); a retry that brings them back
     aborts the plain text's request; one that does not leaves its answer to be used."""
     for server, llm, events in _fallback_scripted(test_model, retry_mends):
-        body = {
-            "text": "The **museum** opens at nine.",
-            "source_lang": "en", "target_lang": "de", "format": "markdown",
-        }  # fmt: skip
-        answer = httpx.post(
-            f"{server.url}/translate", json=body, headers={"Cache-Control": "no-store"},
-            timeout=60,
-        ).json()  # fmt: skip
+        answer = _translated(server, "The **museum** opens at nine.", format="markdown")
         assert "translation" in answer, (answer, events)
         if retry_mends:
             assert answer["translation"] == "Das **Museum** öffnet um neun."

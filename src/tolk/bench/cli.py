@@ -703,7 +703,7 @@ def quality_command(
         typer.Option(
             help="With --config: tolk again with a feature off, each a system of its own "
             "alternating with the baseline: any of examples-off,checks-off,retry-off,"
-            "retry-sampled,markup-one-retry,retry-always,fallback-late."
+            "retry-sampled,retry-greedy,markup-one-retry,retry-always,fallback-late."
         ),
     ] = "",
     profile: Annotated[

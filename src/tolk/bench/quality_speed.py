@@ -62,6 +62,10 @@ VARIANTS: dict[str, Callable[[TolkConfig], TolkConfig]] = {
     "retry-sampled": _checks({"retry_sampling": SamplingSettings(temperature=0.7, top_p=0.95)}),
     # A markup unit whose placeholders did not come back retried once, not as 4 candidates.
     "markup-one-retry": _checks({"markup_candidates": 1}),
+    # Retries greedy, without the repetition penalty: while any sequence of a batch has a
+    # penalty, vLLM (0.26 on the GPU, async scheduling) waits each step for the previous
+    # step's tokens to reach the CPU and pads every sequence's output tokens into a tensor.
+    "retry-greedy": _checks({"retry_sampling": SamplingSettings()}),
     # Every retry done, however rarely a pair's retries mend (checks.retry_min_mended).
     "retry-always": _checks({"retry_min_mended": 0.0}),
     # A markup unit's plain-text fallback asked for after its markup retry, not beside it.

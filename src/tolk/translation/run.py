@@ -118,6 +118,15 @@ class Flow:
         if task is not None:
             task.cancel()
 
+    async def stand_in(self, text: str) -> None:
+        """Until `text`'s fallback started early has finished, if it runs: the fallback holds
+        no slot of its own but stands in `text`'s, so a request never has more fallbacks in
+        the engine than its window."""
+        fallback = self.fallbacks.get(text)
+        task = self.early.get(fallback) if fallback is not None else None
+        if task is not None:
+            await asyncio.wait({task})
+
     def taken(self, text: str) -> asyncio.Task[Done] | None:
         """The fallback started early for `text`, if it was and still runs or ran."""
         task = self.early.pop(text, None)
@@ -216,8 +225,8 @@ class SegmentRun:
     async def produce(self, index: int, text: str, slotted: bool = True) -> Done:
         """One segment: from the request's translation memory, else from the segment
         memory, else from the engine (and remembered). `slotted`: waits for one of the
-        request's engine slots (a fallback started early does not: it stands beside its
-        unit's markup retry, which holds one, and there is one at most per slot)."""
+        request's engine slots (a fallback started early does not: it runs in the slot of
+        its unit's segment, which waits for it: Flow.stand_in)."""
         told = self._instructions
         if self._tm is not None and not PLACEHOLDER.search(text):
             # The user's translation memory: an exact match is the translation; a close
@@ -314,6 +323,8 @@ class SegmentRun:
                 self.count_retry(first.verdict, again, mended=chosen is best)
                 if "placeholders" not in chosen.verdict.problems:
                     flow.drop_fallback(text)
+            if "placeholders" in chosen.verdict.problems:
+                await flow.stand_in(text)
         finished = Done(
             text=chosen.output,
             prompt_tokens=sum(t.generation.prompt_tokens for t in tries),
