@@ -58,9 +58,18 @@ def promtool(*args: str, cwd: Path = PROMETHEUS_DIR) -> str:
     return done.stdout + done.stderr
 
 
+def test_the_rules_ship_in_the_package_and_deploy_links_to_them() -> None:
+    """`tolk fleet` reads the rules from the package (an installed tolk has no deploy/);
+    deploy/prometheus/rules.yml, which the docs and promtool's tests name, is the same file."""
+    shipped = Path(str(RULES))
+    assert shipped.is_file()
+    assert (PROMETHEUS_DIR / "rules.yml").resolve() == shipped.resolve()
+    assert yaml.safe_load(RULES.read_text("utf-8"))["groups"]
+
+
 def rule_expressions() -> list[tuple[str, str, bool]]:
     """(name, expression, is an alert) of every rule in rules.yml."""
-    groups = yaml.safe_load(RULES.read_text())["groups"]
+    groups = yaml.safe_load(RULES.read_text("utf-8"))["groups"]
     return [
         (rule.get("record") or rule["alert"], rule["expr"], "alert" in rule)
         for group in groups
@@ -197,7 +206,7 @@ def kubernetes_config(pods_file: Path) -> dict[str, Any]:
         (PROMETHEUS_DIR / "prometheus-kubernetes.yml").read_text()
     )
     config["global"] = {"scrape_interval": "1s", "evaluation_interval": "1s"}
-    config["rule_files"] = [str(RULES)]
+    config["rule_files"] = [str(PROMETHEUS_DIR / "rules.yml")]
     for job in config["scrape_configs"]:
         assert job.pop("kubernetes_sd_configs") == [{"role": "pod"}]
         job["file_sd_configs"] = [{"files": [str(pods_file)], "refresh_interval": "1s"}]

@@ -12,6 +12,7 @@ import os
 import shutil
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from importlib import resources
 from pathlib import Path
 from typing import Any, Literal
 
@@ -20,8 +21,9 @@ import yaml
 from tolk.config import TolkConfig
 from tolk.local.processes import LocalServer, free_port, start_proxy, start_server
 
-# deploy/ sits beside src/ in a checkout; an installed tolk has no rules of its own.
-RULES = Path(__file__).resolve().parents[3] / "deploy" / "prometheus" / "rules.yml"
+# tolk's Prometheus rules ship in the package (deploy/prometheus/rules.yml in a checkout is a
+# link to the same file), so an installed tolk's fleet has them too.
+RULES = resources.files("tolk") / "data" / "prometheus" / "rules.yml"
 SERVER_JOB = "tolk-server"
 PROXY_JOB = "tolk-proxy"
 
@@ -197,11 +199,12 @@ def start_fleet(
                 "package (apt-get install prometheus) or put the binary on PATH"
             )
         elif binary is not False:
-            rules = [RULES] if RULES.is_file() else []
-            if not rules:
-                notes.append(f"no rules at {RULES}: Prometheus runs without alerts")
+            # Prometheus reads its rules from a file: a copy beside its configuration (the
+            # package may be installed zipped).
+            rules = workdir / "rules.yml"
+            rules.write_text(RULES.read_text("utf-8"), encoding="utf-8")
             say("starting Prometheus")
-            scrape = prometheus_config(upstreams, [proxy.url], rules, scrape_interval)
+            scrape = prometheus_config(upstreams, [proxy.url], [rules], scrape_interval)
             scraper = start_prometheus(binary, scrape, workdir, prometheus_port)
     except BaseException:
         _stop(started)
