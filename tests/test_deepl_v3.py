@@ -316,3 +316,51 @@ def test_tag_handling_v2_parses_xml_strictly(client: deepl.DeepLClient) -> None:
         "<p>This tag is not closed properly</a>", target_lang="DE", tag_handling="xml"
     )
     assert isinstance(lenient, deepl.TextResult)
+
+
+def test_the_bodies_are_checked_as_before_and_documented(
+    edge_server: InProcessServer, main_keys: MainKeys
+) -> None:
+    """The v3 glossary bodies are models (tolk.server.api.deepl_bodies): each fault named
+    as DeepL's clients expect, first fault first, and every field in the OpenAPI document."""
+    auth = {"Authorization": f"DeepL-Auth-Key {main_keys.full}"}
+    url = f"{edge_server.url}/v3/glossaries"
+    entry = {"source_lang": "EN", "target_lang": "DE", "entries": "a\tb"}
+    for body, message in (
+        ({}, "Parameter 'name' not specified."),
+        ({"name": "x"}, "Parameter 'dictionaries' not specified."),
+        ({"name": "x", "dictionaries": ["a"]}, "Invalid glossary dictionary"),
+        ({"name": "x", "dictionaries": [{"source_lang": "EN"}]}, "Each dictionary needs"),
+        ({"name": "x", "dictionaries": [entry | {"entries": " "}]}, "none given"),
+        ({"name": "x", "dictionaries": [entry | {"target_lang": "XX"}]}, "not supported"),
+        ({"name": "x", "dictionaries": [entry, entry]}, "two dictionaries for the same"),
+    ):
+        answer = httpx.post(url, json=body, headers=auth, timeout=30)
+        assert answer.status_code == 400, (body, answer.text)
+        assert message in answer.json()["message"], (body, answer.text)
+    made = httpx.post(url, json={"name": "x", "dictionaries": [entry]}, headers=auth, timeout=30)
+    assert made.status_code == 201, made.text
+    glossary = f"{url}/{made.json()['glossary_id']}"
+    try:
+        nothing = httpx.patch(glossary, json={}, headers=auth, timeout=30)
+        assert nothing.status_code == 400
+        assert nothing.json()["message"].startswith("Nothing to update")
+        renamed = httpx.patch(glossary, json={"name": "y"}, headers=auth, timeout=30)
+        assert renamed.json()["name"] == "y"
+        csv = entry | {"entries": "c,d", "entries_format": "csv"}
+        put = httpx.put(f"{glossary}/dictionaries", json=csv, headers=auth, timeout=30)
+        assert put.status_code == 200, put.text
+        assert put.json()["entry_count"] == 1
+    finally:
+        httpx.delete(glossary, headers=auth, timeout=30)
+    paths = httpx.get(f"{edge_server.url}/openapi.json", timeout=30).json()["paths"]
+
+    def fields(path: str, method: str) -> set[str]:
+        content = paths[path][method]["requestBody"]["content"]["application/json"]
+        return set(content["schema"]["properties"])
+
+    assert fields("/v3/glossaries", "post") == {"name", "dictionaries"}
+    assert fields("/v3/glossaries/{glossary_id}", "patch") == {"name", "dictionaries"}
+    assert fields("/v3/glossaries/{glossary_id}/dictionaries", "put") == {
+        "source_lang", "target_lang", "entries", "entries_format",
+    }  # fmt: skip

@@ -421,3 +421,103 @@ class Rephrase(ParamsModel):
     def aim(self) -> str:
         """What the model is asked to do with each text."""
         return _aim(self.writing_style, self.tone)
+
+
+# -- v3 glossaries (tolk.server.api.deepl_glossaries) ---------------------------------------
+
+ENTRIES_FORMATS = ("tsv", "csv")
+_NOT_A_DICTIONARY = (
+    "Invalid glossary dictionary: an object with source_lang, target_lang, entries and "
+    "entries_format"
+)
+
+
+class GlossaryDictionaryBody(ParamsModel):
+    """One dictionary of a v3 glossary: the body of `PUT /v3/glossaries/{id}/dictionaries`,
+    and each of a glossary's `dictionaries`. Its shape is checked here; its pair (served by
+    some model?) and its entries (parsed off the event loop) by the handler."""
+
+    source_lang: str = Field(description="The dictionary's source language.")
+    target_lang: str = Field(description="Its target language.")
+    entries: str = Field(
+        description="Its entries: a `source<TAB>target` line each (tsv), or CSV rows (csv)."
+    )
+    entries_format: str = Field("tsv", description="tsv (the default) or csv.")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _shape(cls, data: Any) -> Any:
+        if not isinstance(data, dict):
+            raise InvalidRequest(_NOT_A_DICTIONARY)
+        source, target = data.get("source_lang"), data.get("target_lang")
+        if not (isinstance(source, str) and isinstance(target, str)):
+            raise InvalidRequest("Each dictionary needs source_lang and target_lang")
+        entries = data.get("entries")
+        if not isinstance(entries, str) or not entries.strip():
+            raise InvalidRequest("Invalid glossary entries: none given")
+        deepl_lang(source, "source_lang")
+        deepl_lang(target, "target_lang")
+        return {**data, "entries_format": str(data.get("entries_format") or "tsv")}
+
+    @property
+    def source(self) -> Lang:
+        return deepl_lang(self.source_lang, "source_lang")
+
+    @property
+    def target(self) -> Lang:
+        return deepl_lang(self.target_lang, "target_lang")
+
+
+def _dictionary_list(value: Any) -> list[Any]:
+    """`dictionaries` as sent: a list (its items checked by GlossaryDictionaryBody)."""
+    if value is None:
+        return []
+    if not isinstance(value, list):
+        raise InvalidRequest(_NOT_A_DICTIONARY, field="dictionaries")
+    return value
+
+
+Dictionaries = Annotated[
+    list[Any],
+    BeforeValidator(_dictionary_list),
+    Field(
+        description="One dictionary per language pair: source_lang, target_lang, entries, "
+        "entries_format.",
+        json_schema_extra={"items": {"type": "object"}},
+    ),
+]
+
+
+class GlossaryBody(ParamsModel):
+    """`POST /v3/glossaries` (both required) and `PATCH /v3/glossaries/{id}` (either: a new
+    name, dictionaries merged into the glossary's), read as `parsed` (its dictionaries
+    checked)."""
+
+    name: Text = Field(None, description="The glossary's name.")
+    dictionaries: Dictionaries = Field(default_factory=list)
+
+    @property
+    def parsed(self) -> list[GlossaryDictionaryBody]:
+        """Each dictionary checked (its entries as long as the body: call off the loop)."""
+        return [GlossaryDictionaryBody.model_validate(d) for d in self.dictionaries]
+
+
+class NewGlossary(GlossaryBody):
+    @model_validator(mode="before")
+    @classmethod
+    def _required(cls, data: Any) -> Any:
+        if not text_of(data.get("name"), "name"):
+            raise InvalidRequest("Parameter 'name' not specified.", field="name")
+        raw = data.get("dictionaries")
+        if not isinstance(raw, list) or not raw:
+            raise InvalidRequest("Parameter 'dictionaries' not specified.", field="dictionaries")
+        return data
+
+
+class GlossaryChange(GlossaryBody):
+    @model_validator(mode="before")
+    @classmethod
+    def _something(cls, data: Any) -> Any:
+        if not text_of(data.get("name"), "name") and not data.get("dictionaries"):
+            raise InvalidRequest("Nothing to update: give a name or dictionaries")
+        return data

@@ -25,10 +25,16 @@ from tolk.engine import ModelPool
 from tolk.errors import InvalidRequest, NotFound
 from tolk.keys import GlossaryDictionary, KeyStore, StoredGlossary
 from tolk.server.access import Caller
-from tolk.server.api.deepl import PARAMS_BODY, deepl_time, parse_entries
-from tolk.server.api.deepl_bodies import deepl_lang
+from tolk.server.api.deepl import deepl_time, parse_entries
+from tolk.server.api.deepl_bodies import (
+    GlossaryBody,
+    GlossaryChange,
+    GlossaryDictionaryBody,
+    NewGlossary,
+    deepl_lang,
+)
 from tolk.server.gateway import DeepLCallerDep, Gateway, GatewayDep, PoolDep, StoreDep
-from tolk.server.params import ParamsDep
+from tolk.server.params import ParamsDep, openapi_body
 
 router = APIRouter(prefix="/v3/glossaries", tags=["DeepL API v3: glossaries"])
 
@@ -67,30 +73,19 @@ def _owned(store: KeyStore, caller: Caller, glossary_id: str) -> StoredGlossary:
 
 
 async def _dictionaries(
-    gateway: Gateway, pool: ModelPool, raw: list[Any]
+    gateway: Gateway, pool: ModelPool, body: GlossaryBody
 ) -> list[GlossaryDictionary]:
-    """The dictionaries of a request body, their entries (up to max_file_bytes of CSV/TSV)
-    parsed off the event loop."""
-    return await gateway.offload(lambda: [_dictionary(pool, d) for d in raw])
+    """The dictionaries of a request body, checked and their entries (up to max_file_bytes
+    of CSV/TSV) parsed off the event loop."""
+    return await gateway.offload(lambda: [_dictionary(pool, d) for d in body.parsed])
 
 
-def _dictionary(pool: ModelPool, raw: Any) -> GlossaryDictionary:
+def _dictionary(pool: ModelPool, body: GlossaryDictionaryBody) -> GlossaryDictionary:
     """One dictionary of a request body: its pair (served by some model) and entries."""
-    if not isinstance(raw, dict):
-        raise InvalidRequest(
-            "Invalid glossary dictionary: an object with source_lang, "
-            "target_lang, entries and entries_format"
-        )
-    source_code, target_code = raw.get("source_lang"), raw.get("target_lang")
-    entries = raw.get("entries")
-    if not (isinstance(source_code, str) and isinstance(target_code, str)):
-        raise InvalidRequest("Each dictionary needs source_lang and target_lang")
-    if not isinstance(entries, str) or not entries.strip():
-        raise InvalidRequest("Invalid glossary entries: none given")
-    source, target = deepl_lang(source_code, "source_lang"), deepl_lang(target_code, "target_lang")
+    source, target = body.source, body.target
     if not pool.covers(source.tag, target.tag):
         raise InvalidRequest(f"Unsupported glossary language pair: {source.tag} to {target.tag}")
-    found = parse_entries(entries, str(raw.get("entries_format") or "tsv"))
+    found = parse_entries(body.entries, body.entries_format)
     return GlossaryDictionary(source.code, target.code, found)
 
 
@@ -106,20 +101,22 @@ async def _store(store: KeyStore, glossary: StoredGlossary) -> None:
     await asyncio.to_thread(store.change_glossary, glossary)
 
 
-@router.post("", status_code=201, summary="DeepL v3: create a glossary", openapi_extra=PARAMS_BODY)
+@router.post(
+    "",
+    status_code=201,
+    summary="DeepL v3: create a glossary",
+    openapi_extra=openapi_body(NewGlossary, required=("name", "dictionaries")),
+)
 async def create(
     params: ParamsDep, caller: DeepLCallerDep, gateway: GatewayDep, pool: PoolDep, store: StoreDep
 ) -> JSONResponse:
-    name, raw = params.text("name"), params.one("dictionaries")
-    if not name:
-        raise InvalidRequest("Parameter 'name' not specified.", field="name")
-    if not isinstance(raw, list) or not raw:
-        raise InvalidRequest("Parameter 'dictionaries' not specified.", field="dictionaries")
-    dictionaries = await _dictionaries(gateway, pool, raw)
+    body = NewGlossary.of(params)
+    dictionaries = await _dictionaries(gateway, pool, body)
     pairs = [d.pair for d in dictionaries]
     if len(set(pairs)) != len(pairs):
         raise InvalidRequest("Invalid glossary: two dictionaries for the same language pair")
-    glossary = await asyncio.to_thread(store.add_glossary, caller.owner, name, dictionaries)
+    assert body.name is not None  # (NewGlossary requires it)
+    glossary = await asyncio.to_thread(store.add_glossary, caller.owner, body.name, dictionaries)
     return JSONResponse(_info(glossary), status_code=201)
 
 
@@ -136,7 +133,7 @@ async def get(glossary_id: str, caller: DeepLCallerDep, store: StoreDep) -> JSON
 @router.patch(
     "/{glossary_id}",
     summary="DeepL v3: rename, or merge entries into a dictionary",
-    openapi_extra=PARAMS_BODY,
+    openapi_extra=openapi_body(GlossaryChange),
 )
 async def update(
     glossary_id: str,
@@ -149,11 +146,9 @@ async def update(
     """`name` renames; each of `dictionaries` is merged into the glossary's dictionary for
     its pair (entries overwritten or added; the dictionary made if the pair has none)."""
     glossary = _owned(store, caller, glossary_id)
-    name, raw = params.text("name"), params.one("dictionaries")
-    if not name and not raw:
-        raise InvalidRequest("Nothing to update: give a name or dictionaries")
+    body = GlossaryChange.of(params)
     dictionaries = list(glossary.dictionaries)
-    for change in await _dictionaries(gateway, pool, raw or []):
+    for change in await _dictionaries(gateway, pool, body):
         pair = change.pair
         at = next((i for i, d in enumerate(dictionaries) if d.pair == pair), None)
         if at is None:
@@ -162,7 +157,7 @@ async def update(
             merged = {**dictionaries[at].entries, **change.entries}
             dictionaries[at] = dataclasses.replace(change, entries=merged)
     changed = dataclasses.replace(
-        glossary, name=name or glossary.name, dictionaries=tuple(dictionaries)
+        glossary, name=body.name or glossary.name, dictionaries=tuple(dictionaries)
     )
     await _store(store, changed)
     return JSONResponse(_info(changed))
@@ -171,16 +166,18 @@ async def update(
 @router.put(
     "/{glossary_id}/dictionaries",
     summary="DeepL v3: replace (or add) one dictionary",
-    openapi_extra=PARAMS_BODY,
+    openapi_extra=openapi_body(GlossaryDictionaryBody),
 )
 async def replace(
-    glossary_id: str, params: ParamsDep, caller: DeepLCallerDep, pool: PoolDep, store: StoreDep
+    glossary_id: str,
+    params: ParamsDep,
+    caller: DeepLCallerDep,
+    gateway: GatewayDep,
+    pool: PoolDep,
+    store: StoreDep,
 ) -> JSONResponse:
     glossary = _owned(store, caller, glossary_id)
-    new = _dictionary(
-        pool,
-        {n: params.one(n) for n in ("source_lang", "target_lang", "entries", "entries_format")},
-    )
+    new = await gateway.offload(_dictionary, pool, GlossaryDictionaryBody.of(params))
     pair = new.pair
     kept = [d for d in glossary.dictionaries if d.pair != pair]
     if len(kept) == len(glossary.dictionaries):
