@@ -7,6 +7,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import deepl
 import httpx
@@ -364,3 +365,61 @@ def test_the_bodies_are_checked_as_before_and_documented(
     assert fields("/v3/glossaries/{glossary_id}/dictionaries", "put") == {
         "source_lang", "target_lang", "entries", "entries_format",
     }  # fmt: skip
+
+
+def test_the_style_rule_bodies_are_checked_as_before_and_documented(
+    edge_server: InProcessServer, main_keys: MainKeys
+) -> None:
+    """The v3 style-rule bodies are models too: DeepL's order (name, language, a language no
+    model writes, the instructions' list, the configured rules, each instruction) and every
+    field in the OpenAPI document."""
+    auth = {"Authorization": f"DeepL-Auth-Key {main_keys.full}"}
+    url = f"{edge_server.url}/v3/style_rules"
+    rule = {"name": "r", "language": "de"}
+    for body, message in (
+        ({"language": "xx"}, "Parameter 'name' not specified."),
+        ({"name": "r"}, "Parameter 'language' not specified."),
+        ({"name": "r", "language": "xx"}, "Value for 'language' not supported"),
+        ({"name": "r", "language": "ko"}, "no model writes ko"),
+        (rule | {"custom_instructions": "x", "configured_rules": 1}, "custom_instructions: a"),
+        (rule | {"custom_instructions": [1], "configured_rules": 1}, "configured_rules: an"),
+        (rule | {"configured_rules": {"colour": {}}}, "unknown categories colour"),
+        (rule | {"custom_instructions": [{"label": "l"}]}, "prompt: required"),
+    ):
+        answer = httpx.post(url, json=body, headers=auth, timeout=30)
+        assert answer.status_code == 400, (body, answer.text)
+        assert message in answer.json()["message"], (body, answer.text)
+    instruction = {"label": "Tone", "prompt": "Be brief."}
+    made = httpx.post(
+        url, json=rule | {"custom_instructions": [instruction]}, headers=auth, timeout=30
+    )
+    assert made.status_code == 201, made.text
+    style = f"{url}/{made.json()['style_id']}"
+    try:
+        unnamed = httpx.patch(style, json={}, headers=auth, timeout=30)
+        assert unnamed.json()["message"] == "Parameter 'name' not specified."
+        added = httpx.post(
+            f"{style}/custom_instructions", json={"label": "x"}, headers=auth, timeout=30
+        )
+        assert added.status_code == 400
+        assert "prompt: required" in added.json()["message"]
+        added = httpx.post(
+            f"{style}/custom_instructions", json=instruction, headers=auth, timeout=30
+        )
+        assert added.status_code == 201, added.text
+    finally:
+        httpx.delete(style, headers=auth, timeout=30)
+    paths = httpx.get(f"{edge_server.url}/openapi.json", timeout=30).json()["paths"]
+
+    def schema(path: str, method: str) -> dict[str, Any]:
+        body: dict[str, Any] = paths[path][method]["requestBody"]["content"]["application/json"]
+        return dict(body["schema"])
+
+    created = schema("/v3/style_rules", "post")
+    assert set(created["properties"]) == {
+        "name", "language", "custom_instructions", "configured_rules",
+    }  # fmt: skip
+    assert sorted(created["required"]) == ["language", "name"]
+    told = schema("/v3/style_rules/{style_id}/custom_instructions", "post")
+    assert set(told["properties"]) == {"label", "prompt", "source_language"}
+    assert sorted(told["required"]) == ["label", "prompt"]

@@ -521,3 +521,130 @@ class GlossaryChange(GlossaryBody):
         if not text_of(data.get("name"), "name") and not data.get("dictionaries"):
             raise InvalidRequest("Nothing to update: give a name or dictionaries")
         return data
+
+
+# -- v3 style rules (tolk.server.api.deepl_style_rules) -------------------------------------
+
+MAX_STYLE_INSTRUCTIONS, MAX_PROMPT, MAX_LABEL = 200, 300, 100
+STYLE_CATEGORIES = frozenset(
+    {
+        "dates_and_times",
+        "formatting",
+        "numbers",
+        "punctuation",
+        "spelling_and_grammar",
+        "style_and_tone",
+        "vocabulary",
+    }
+)
+
+
+class InstructionBody(ParamsModel):
+    """A style rule's custom instruction: the body of `POST .../custom_instructions` and
+    `PUT .../custom_instructions/{id}`, and each of a new rule's `custom_instructions`."""
+
+    label: str = Field(description=f"At most {MAX_LABEL} characters.")
+    prompt: str = Field(description=f"The instruction, at most {MAX_PROMPT} characters.")
+    source_language: str | None = Field(None, description="Only for texts in this language.")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _shape(cls, data: Any) -> Any:
+        if not isinstance(data, dict):
+            raise InvalidRequest("A custom instruction is an object with label and prompt")
+        label, prompt, source = data.get("label"), data.get("prompt"), data.get("source_language")
+        if not isinstance(label, str) or not label.strip() or len(label) > MAX_LABEL:
+            raise InvalidRequest(f"label: required, at most {MAX_LABEL} characters", field="label")
+        if not isinstance(prompt, str) or not prompt.strip() or len(prompt) > MAX_PROMPT:
+            raise InvalidRequest(
+                f"prompt: required, at most {MAX_PROMPT} characters", field="prompt"
+            )
+        if source is not None and not isinstance(source, str):
+            raise InvalidRequest("source_language: a language code", field="source_language")
+        return data
+
+
+def parse_configured_rules(raw: Any) -> dict[str, dict[str, str]]:
+    """A style rule's `configured_rules`: categories (STYLE_CATEGORIES), each {rule: option}."""
+    if raw is None:
+        return {}
+    if not isinstance(raw, dict) or not all(
+        isinstance(rules, dict) and all(isinstance(v, str) for v in rules.values())
+        for rules in raw.values()
+    ):
+        raise InvalidRequest("configured_rules: an object of categories, each {rule: option}")
+    unknown = set(raw) - STYLE_CATEGORIES
+    if unknown:
+        raise InvalidRequest(
+            f"configured_rules: unknown categories {', '.join(sorted(unknown))}; known: "
+            f"{', '.join(sorted(STYLE_CATEGORIES))}"
+        )
+    return {category: dict(rules) for category, rules in raw.items()}
+
+
+ConfiguredRules = Annotated[dict[str, dict[str, str]], BeforeValidator(parse_configured_rules)]
+
+
+def _instruction_list(value: Any) -> list[Any]:
+    raw = value or []
+    if not isinstance(raw, list) or len(raw) > MAX_STYLE_INSTRUCTIONS:
+        raise InvalidRequest(f"custom_instructions: a list of at most {MAX_STYLE_INSTRUCTIONS}")
+    return raw
+
+
+def _required_name(data: Any) -> None:
+    if not text_of(data.get("name"), "name"):
+        raise InvalidRequest("Parameter 'name' not specified.", field="name")
+
+
+class StyleRuleName(ParamsModel):
+    """`PATCH /v3/style_rules/{id}`: the rule's new name."""
+
+    name: Text = Field(None, description="The style rule's name.")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _required(cls, data: Any) -> Any:
+        _required_name(data)
+        return data
+
+
+class NewStyleRule(ParamsModel):
+    """`POST /v3/style_rules`, checked in DeepL's order: the name, the language (one a model
+    writes: `writes` in the validation context, ModelPool.gives_target), the instructions'
+    list, the configured rules, then each instruction (`instructions`)."""
+
+    name: Text = Field(None, description="The style rule's name.")
+    language: Text = Field(None, description="The language the rule is for.")
+    custom_instructions: Annotated[list[Any], BeforeValidator(_instruction_list)] = Field(
+        default_factory=list,
+        description=f"At most {MAX_STYLE_INSTRUCTIONS}: label, prompt, source_language.",
+        json_schema_extra={"items": {"type": "object"}},
+    )
+    configured_rules: ConfiguredRules = Field(
+        default_factory=dict, description="Categories, each {rule: option}."
+    )
+
+    @model_validator(mode="before")
+    @classmethod
+    def _required(cls, data: Any, info: ValidationInfo) -> Any:
+        _required_name(data)
+        code = text_of(data.get("language"), "language")
+        if not code:
+            raise InvalidRequest("Parameter 'language' not specified.", field="language")
+        language = deepl_lang(code, "language")
+        writes = (info.context or {}).get("writes")
+        if writes is not None and not writes(language.tag):
+            raise InvalidRequest(
+                f"Value for 'language' not supported: no model writes {language.tag}"
+            )
+        return data
+
+    @property
+    def lang(self) -> Lang:
+        assert self.language is not None
+        return deepl_lang(self.language, "language")
+
+    @property
+    def instructions(self) -> list[InstructionBody]:
+        return [InstructionBody.model_validate(c) for c in self.custom_instructions]

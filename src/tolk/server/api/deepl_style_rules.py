@@ -24,24 +24,17 @@ from tolk.errors import InvalidRequest, NotFound, TolkError
 from tolk.keys import CustomInstruction, KeyStore, StyleRule
 from tolk.server.access import Caller
 from tolk.server.api.deepl import PARAMS_BODY, deepl_time
-from tolk.server.api.deepl_bodies import deepl_lang
+from tolk.server.api.deepl_bodies import (
+    MAX_STYLE_INSTRUCTIONS,
+    InstructionBody,
+    NewStyleRule,
+    StyleRuleName,
+    parse_configured_rules,
+)
 from tolk.server.gateway import DeepLCallerDep, PoolDep, StoreDep
-from tolk.server.params import ParamsDep
+from tolk.server.params import ParamsDep, openapi_body
 
 router = APIRouter(prefix="/v3/style_rules", tags=["DeepL API v3: style rules"])
-
-CATEGORIES = frozenset(
-    {
-        "dates_and_times",
-        "formatting",
-        "numbers",
-        "punctuation",
-        "spelling_and_grammar",
-        "style_and_tone",
-        "vocabulary",
-    }
-)
-MAX_INSTRUCTIONS, MAX_PROMPT, MAX_LABEL = 200, 300, 100
 
 
 class UnsupportedMediaType(TolkError):
@@ -71,34 +64,10 @@ def _instruction(instruction: CustomInstruction) -> dict[str, Any]:
     return out
 
 
-def _configured(raw: Any) -> dict[str, dict[str, str]]:
-    if raw is None:
-        return {}
-    if not isinstance(raw, dict) or not all(
-        isinstance(rules, dict) and all(isinstance(v, str) for v in rules.values())
-        for rules in raw.values()
-    ):
-        raise InvalidRequest("configured_rules: an object of categories, each {rule: option}")
-    unknown = set(raw) - CATEGORIES
-    if unknown:
-        raise InvalidRequest(
-            f"configured_rules: unknown categories {', '.join(sorted(unknown))}; known: "
-            f"{', '.join(sorted(CATEGORIES))}"
-        )
-    return {category: dict(rules) for category, rules in raw.items()}
-
-
-def _new_instruction(raw: Any, instruction_id: str | None = None) -> CustomInstruction:
-    if not isinstance(raw, dict):
-        raise InvalidRequest("A custom instruction is an object with label and prompt")
-    label, prompt, source = raw.get("label"), raw.get("prompt"), raw.get("source_language")
-    if not isinstance(label, str) or not label.strip() or len(label) > MAX_LABEL:
-        raise InvalidRequest(f"label: required, at most {MAX_LABEL} characters", field="label")
-    if not isinstance(prompt, str) or not prompt.strip() or len(prompt) > MAX_PROMPT:
-        raise InvalidRequest(f"prompt: required, at most {MAX_PROMPT} characters", field="prompt")
-    if source is not None and not isinstance(source, str):
-        raise InvalidRequest("source_language: a language code", field="source_language")
-    return CustomInstruction(instruction_id or str(uuid.uuid4()), label, prompt, source)
+def _new_instruction(body: InstructionBody, instruction_id: str | None = None) -> CustomInstruction:
+    return CustomInstruction(
+        instruction_id or str(uuid.uuid4()), body.label, body.prompt, body.source_language
+    )
 
 
 def _owned(store: KeyStore, caller: Caller, style_id: str) -> StyleRule:
@@ -130,32 +99,27 @@ async def list_all(request: Request, caller: DeepLCallerDep, store: StoreDep) ->
 
 
 @router.post(
-    "", status_code=201, summary="DeepL v3: create a style rule", openapi_extra=PARAMS_BODY
+    "",
+    status_code=201,
+    summary="DeepL v3: create a style rule",
+    openapi_extra=openapi_body(NewStyleRule, required=("name", "language")),
 )
 async def create(
     params: ParamsDep, caller: DeepLCallerDep, pool: PoolDep, store: StoreDep
 ) -> JSONResponse:
-    name, code = params.text("name"), params.text("language")
-    if not name:
-        raise InvalidRequest("Parameter 'name' not specified.", field="name")
-    if not code:
-        raise InvalidRequest("Parameter 'language' not specified.", field="language")
-    language = deepl_lang(code, "language")
-    if not pool.gives_target(language.tag):
-        raise InvalidRequest(f"Value for 'language' not supported: no model writes {language.tag}")
-    raw = params.one("custom_instructions") or []
-    if not isinstance(raw, list) or len(raw) > MAX_INSTRUCTIONS:
-        raise InvalidRequest(f"custom_instructions: a list of at most {MAX_INSTRUCTIONS}")
+    body = NewStyleRule.of(params, writes=pool.gives_target)
+    instructions = tuple(_new_instruction(c) for c in body.instructions)
+    assert body.name is not None  # (NewStyleRule requires it)
     now = time.time()
     rule = StyleRule(
         str(uuid.uuid4()),
         caller.owner,
-        name,
-        language.code,
+        body.name,
+        body.lang.code,
         now,
         now,
-        configured_rules=_configured(params.one("configured_rules")),
-        custom_instructions=tuple(_new_instruction(c) for c in raw),
+        configured_rules=body.configured_rules,
+        custom_instructions=instructions,
     )
     await asyncio.to_thread(store.put_style_rule, rule)
     return JSONResponse(_info(rule), status_code=201)
@@ -166,14 +130,16 @@ async def get(style_id: str, caller: DeepLCallerDep, store: StoreDep) -> JSONRes
     return JSONResponse(_info(_owned(store, caller, style_id)))
 
 
-@router.patch("/{style_id}", summary="DeepL v3: rename a style rule", openapi_extra=PARAMS_BODY)
+@router.patch(
+    "/{style_id}",
+    summary="DeepL v3: rename a style rule",
+    openapi_extra=openapi_body(StyleRuleName, required=("name",)),
+)
 async def rename(
     style_id: str, params: ParamsDep, caller: DeepLCallerDep, store: StoreDep
 ) -> JSONResponse:
     rule = _owned(store, caller, style_id)
-    name = params.text("name")
-    if not name:
-        raise InvalidRequest("Parameter 'name' not specified.", field="name")
+    name = StyleRuleName.of(params).name
     return JSONResponse(_info(await _changed(store, rule, name=name)))
 
 
@@ -204,22 +170,25 @@ async def configure(
             "configured_rules: the body must be a {category: {rule: option}} object"
         )
     body = dict(params.json)
-    return JSONResponse(_info(await _changed(store, rule, configured_rules=_configured(body))))
+    changed = await _changed(store, rule, configured_rules=parse_configured_rules(body))
+    return JSONResponse(_info(changed))
 
 
 @router.post(
     "/{style_id}/custom_instructions",
     status_code=201,
     summary="DeepL v3: add a custom instruction",
-    openapi_extra=PARAMS_BODY,
+    openapi_extra=openapi_body(InstructionBody),
 )
 async def add_instruction(
     style_id: str, params: ParamsDep, caller: DeepLCallerDep, store: StoreDep
 ) -> JSONResponse:
     rule = _owned(store, caller, style_id)
-    if len(rule.custom_instructions) >= MAX_INSTRUCTIONS:
-        raise InvalidRequest(f"a style rule holds at most {MAX_INSTRUCTIONS} custom instructions")
-    new = _new_instruction({n: params.one(n) for n in ("label", "prompt", "source_language")})
+    if len(rule.custom_instructions) >= MAX_STYLE_INSTRUCTIONS:
+        raise InvalidRequest(
+            f"a style rule holds at most {MAX_STYLE_INSTRUCTIONS} custom instructions"
+        )
+    new = _new_instruction(InstructionBody.of(params))
     await _changed(store, rule, custom_instructions=(*rule.custom_instructions, new))
     return JSONResponse(_instruction(new), status_code=201)
 
@@ -242,16 +211,14 @@ async def get_instruction(
 @router.put(
     "/{style_id}/custom_instructions/{instruction_id}",
     summary="DeepL v3: replace a custom instruction",
-    openapi_extra=PARAMS_BODY,
+    openapi_extra=openapi_body(InstructionBody),
 )
 async def replace_instruction(
     style_id: str, instruction_id: str, params: ParamsDep, caller: DeepLCallerDep, store: StoreDep
 ) -> JSONResponse:
     rule = _owned(store, caller, style_id)
     _find(rule, instruction_id)
-    new = _new_instruction(
-        {n: params.one(n) for n in ("label", "prompt", "source_language")}, instruction_id
-    )
+    new = _new_instruction(InstructionBody.of(params), instruction_id)
     kept = tuple(new if c.id == instruction_id else c for c in rule.custom_instructions)
     await _changed(store, rule, custom_instructions=kept)
     return JSONResponse(_instruction(new))
