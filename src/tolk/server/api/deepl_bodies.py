@@ -1,4 +1,5 @@
-"""DeepL's request bodies (`/v2/translate`, `/v2/document`, `/v2/write/...`): JSON, or a
+"""DeepL's request bodies (`/v2/translate`, `/v2/document`, `/v2/write/...`, and the v3
+glossaries' and style rules'): JSON, or a
 urlencoded or multipart form, with parameters also in the query (tolk.server.params), read
 into models validated as DeepL validates them, with DeepL's messages (400, `{"message"}`).
 
