@@ -20,6 +20,7 @@ from tolk.config import (
     load_config,
     require_model_directories,
 )
+from tolk.failing import fail
 
 if TYPE_CHECKING:
     import uvicorn
@@ -58,11 +59,6 @@ def _add_subcommands() -> None:
 
 
 _add_subcommands()
-
-
-def _fail(message: str) -> None:
-    typer.secho(message, fg=typer.colors.RED, err=True)
-    raise typer.Exit(2)
 
 
 def _quick_model(model: str, name: str, prompt_format: str, languages: str) -> dict[str, Any]:
@@ -105,12 +101,10 @@ def serve(
             data = _quick_model(model, name, prompt_format, languages)
             settings = build_config(data, source="--model", overrides=overrides)
         else:
-            _fail("give --config FILE, or --model PATH_OR_HUB_ID to serve one model")
-            return
+            fail("give --config FILE, or --model PATH_OR_HUB_ID to serve one model")
         require_model_directories(settings)
     except ConfigError as exc:
-        _fail(str(exc))
-        return
+        fail(str(exc))
     run_server(settings)
 
 
@@ -127,7 +121,7 @@ def _listen(host: str, port: int) -> socket.socket:
         sock.bind((host, port))
     except OSError as exc:
         sock.close()
-        _fail(
+        fail(
             f"cannot listen on {host}:{port}: {exc.strerror}; stop what holds the port or "
             "choose another (server.port, or TOLK_SERVER__PORT)"
         )
@@ -236,7 +230,7 @@ def make_test_model_command(
     from tolk.testing.model import SHAPES, make_test_model
 
     if shape not in SHAPES:
-        _fail(f"--shape must be one of {', '.join(SHAPES)}")
+        fail(f"--shape must be one of {', '.join(SHAPES)}")
     overrides: dict[str, Any] = {
         "hidden_size": hidden_size,
         "layers": layers,
@@ -249,7 +243,7 @@ def make_test_model_command(
         SHAPES[shape], **{k: v for k, v in overrides.items() if v is not None}
     )
     if chosen.hidden_size % chosen.heads or chosen.heads % chosen.kv_heads:
-        _fail("hidden_size must be a multiple of heads, and heads a multiple of kv_heads")
+        fail("hidden_size must be a multiple of heads, and heads a multiple of kv_heads")
     path = make_test_model(out_dir, shape=chosen, seed=seed)
     typer.echo(f"test model ({shape} shape) written to {path}")
 

@@ -9,17 +9,13 @@ from typing import Annotated
 import typer
 
 from tolk.config import ConfigError, load_config
+from tolk.failing import fail
 from tolk.llm_d import FILES, LlmDError, ModelGroup, model_group, relative, render
 
 app = typer.Typer(
     help="What other routers need to route tolk's requests, generated from tolk's configs.",
     no_args_is_help=True,
 )
-
-
-def _fail(message: str) -> None:
-    typer.secho(message, fg=typer.colors.RED, err=True)
-    raise typer.Exit(2)
 
 
 @app.command("llm-d")
@@ -52,15 +48,15 @@ def llm_d_command(
     scheduling profile per pair, picking by queue depth and KV-cache use)."""
     names = deployment or (["tolk-server"] if len(config) == 1 else [])
     if len(names) != len(config):
-        _fail("give one --deployment per --config (the Deployment that runs it)")
+        fail("give one --deployment per --config (the Deployment that runs it)")
     if check and out_dir is None:
-        _fail("--check compares with the files in --out-dir: give it")
+        fail("--check compares with the files in --out-dir: give it")
     groups: list[ModelGroup] = []
     try:
         for path, name in zip(config, names, strict=True):
             groups.append(model_group(load_config(path), name))
     except (ConfigError, LlmDError) as exc:
-        _fail(str(exc))
+        fail(str(exc))
     where = out_dir if out_dir is not None else Path.cwd()
     files = render(groups, [relative(path, where) for path in config])
     if out_dir is None:

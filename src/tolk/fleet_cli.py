@@ -15,6 +15,7 @@ from rich.console import Console
 from rich.table import Table
 
 from tolk.config import ConfigError, load_config, require_model_directories
+from tolk.failing import fail
 from tolk.local import DEMO_CONFIG
 
 READY = "fleet ready: Ctrl-C stops everything"
@@ -79,8 +80,7 @@ def fleet_command(
             require_model_directories(each)
         placement = visible_gpus(gpus)
     except ConfigError as exc:
-        typer.secho(str(exc), fg=typer.colors.RED, err=True)
-        raise typer.Exit(2) from exc
+        fail(str(exc))
     except ValueError as exc:
         raise typer.BadParameter(str(exc)) from exc
     where = workdir or Path(tempfile.mkdtemp(prefix="tolk-fleet-"))

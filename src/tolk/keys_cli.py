@@ -17,6 +17,7 @@ from rich.console import Console
 from rich.table import Table
 
 from tolk.config import ConfigError, load_config, valid_rate
+from tolk.failing import fail
 from tolk.keys import Key, KeyStore, Period
 
 app = typer.Typer(help="API keys: each with a character quota per period and a request rate.")
@@ -37,16 +38,12 @@ def open_store(db: str | None, config: Path | None) -> KeyStore:
             loaded = load_config(config)
             location = loaded.store.url or loaded.access.db
         except ConfigError as exc:
-            typer.secho(str(exc), fg=typer.colors.RED, err=True)
-            raise typer.Exit(2) from exc
+            fail(str(exc))
     if location is None:
-        typer.secho(
+        fail(
             "name the key store: --db FILE|URL, or --config FILE whose store.url or access.db "
-            "is set",
-            fg=typer.colors.RED,
-            err=True,
+            "is set"
         )
-        raise typer.Exit(2)
     return KeyStore(location)
 
 
@@ -81,8 +78,7 @@ def add(
     try:
         key, secret = store.add(name, quota, chosen, rate)
     except ValueError as exc:
-        typer.secho(str(exc), fg=typer.colors.RED, err=True)
-        raise typer.Exit(2) from exc
+        fail(str(exc))
     typer.echo(secret)
     typer.secho(
         f"key '{key.name}' ({key.id}) made; the line above is the key, shown only now",
@@ -130,6 +126,5 @@ def revoke(
     try:
         key = store.revoke(name)
     except KeyError as exc:
-        typer.secho(str(exc.args[0]), fg=typer.colors.RED, err=True)
-        raise typer.Exit(2) from exc
+        fail(str(exc.args[0]))
     typer.echo(f"revoked '{key.name}' ({key.id})")

@@ -13,6 +13,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
+from tolk.failing import fail
 from tolk.keys_cli import ConfigOption, DbOption, open_store, when
 from tolk.tm import TranslationMemories
 
@@ -38,8 +39,7 @@ def import_tmx(
     try:
         made = memories.import_tmx(tmx, name, source_lang)
     except (ValueError, LookupError) as exc:
-        typer.secho(str(exc), fg=typer.colors.RED, err=True)
-        raise typer.Exit(2) from exc
+        fail(str(exc))
     typer.echo(made.id)
     typer.secho(
         f"translation memory '{made.name}': {made.segments} segments from {made.source_lang} "
@@ -76,6 +76,5 @@ def delete(
 ) -> None:
     """Delete a translation memory."""
     if not _memories(db, config).delete(memory_id):
-        typer.secho(f"no translation memory '{memory_id}'", fg=typer.colors.RED, err=True)
-        raise typer.Exit(2)
+        fail(f"no translation memory '{memory_id}'")
     typer.secho(f"deleted translation memory {memory_id}", err=True)

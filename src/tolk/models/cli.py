@@ -26,6 +26,7 @@ from rich.progress import (
     TimeElapsedColumn,
 )
 
+from tolk.failing import fail
 from tolk.models.sources import DEFAULT_MODEL, SOURCES
 
 console = Console(stderr=True, width=None if sys.stderr.isatty() else 160)
@@ -136,8 +137,7 @@ def fetch_model_command(
     try:
         source = known_source(name)
     except FetchError as exc:
-        typer.secho(str(exc), fg=typer.colors.RED, err=True)
-        raise typer.Exit(2) from None
+        fail(str(exc))
     target = dest if dest is not None else Path(source.default_dest)
     progress = RichProgress() if sys.stderr.isatty() else PlainProgress()
     already = not force and is_complete(target, source)

@@ -9,6 +9,7 @@ from typing import Annotated
 import typer
 
 from tolk.config import ConfigError
+from tolk.failing import fail
 from tolk.proxy.config import ProxyConfig, load_proxy_config
 
 
@@ -29,8 +30,7 @@ def proxy_command(
     try:
         settings = load_proxy_config(config, overrides, upstream)
     except ConfigError as exc:
-        typer.secho(str(exc), fg=typer.colors.RED, err=True)
-        raise typer.Exit(2) from exc
+        fail(str(exc))
     run_proxy(settings)
 
 
