@@ -10,7 +10,8 @@
 # and the same with the real 0.5B model as shipped, on FLORES sentences at saturation
 # (256 clients; the GGUF at models/.gguf, FLORES at $DATA; see real_model below):
 #   real-one real-fleet real-vllm-dp (and real-versus: one tolk against one vLLM server;
-#   real-quality: `tolk bench quality` as shipped and with each feature off against vLLM's
+#   real-versus-checks-off: the same with tolk's checks off, both engines sent the same
+#   requests; real-quality: `tolk bench quality` as shipped and with each feature off against vLLM's
 #   own server with the plain prompt, one GPU: issue 36)
 # Every step samples the GPUs' utilisation (nvidia-smi, 500 ms) into <step>/gpu-util.csv.
 #
@@ -352,6 +353,22 @@ step_real-versus() {  # one tolk server against one vLLM server, tolk's prompts,
   CUDA_VISIBLE_DEVICES=0 "${TOLK[@]}" bench versus-vllm --config $REAL_CONFIG --model $REAL_NAME \
     --workload "$FLORES" --concurrency 256 --requests 2400 --rounds 2 --warmup 256 \
     --out "$RESULTS/real-versus"
+}
+
+step_real-versus-checks-off() {  # the same, tolk's checks off: both engines get the same requests
+  # (no retries, the examples always shown), so their output tokens a second compare the
+  # engine under tolk with the engine under vLLM's server, request for request.
+  real_model || return 1
+  "$PY" - "$REAL_CONFIG" "$RUN/configs/gpu-checks-off.yaml" <<'PY'
+import sys, yaml
+config = yaml.safe_load(open(sys.argv[1]))
+for model in config["models"]:
+    model.setdefault("checks", {})["enabled"] = False
+yaml.safe_dump(config, open(sys.argv[2], "w"))
+PY
+  CUDA_VISIBLE_DEVICES=0 "${TOLK[@]}" bench versus-vllm --config "$RUN/configs/gpu-checks-off.yaml" \
+    --model $REAL_NAME --workload "$FLORES" --concurrency 256 --requests 2400 --rounds 2 \
+    --warmup 256 --out "$RESULTS/real-versus-checks-off"
 }
 
 step_real-quality() {  # issue 36: the product against the raw server, as a user compares them
