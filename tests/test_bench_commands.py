@@ -271,7 +271,13 @@ def versus(bench_config: Path, tmp_path: Path, *options: str) -> dict[str, Any]:
 def test_bench_versus_vllm_sends_both_servers_the_same_work(
     bench_config: Path, tmp_path: Path
 ) -> None:
-    data = versus(bench_config, tmp_path, "--concurrency", "3", "--requests", "6", "--warmup", "1")
+    # Each pair's output budget measured as tolk's engine measures it (no max_tokens_ratio:
+    # as the shipped configs): vLLM's server must be given the same budgets.
+    config = yaml.safe_load(bench_config.read_text())
+    config["models"][0].pop("max_tokens_ratio", None)
+    measured = tmp_path / "measured.yaml"
+    measured.write_text(yaml.safe_dump(config))
+    data = versus(measured, tmp_path, "--concurrency", "3", "--requests", "6", "--warmup", "1")
     assert data["schema"] == "tolk.bench.versus/1"
     assert [(r["round"], r["path"]) for r in data["rounds"]] == [(1, "vllm"), (1, "tolk")]
     assert all(r["summary"]["ok"] == 6 for r in data["rounds"])

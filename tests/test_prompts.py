@@ -272,23 +272,29 @@ def test_no_markup_example_where_no_word_is_written_the_same_in_both_languages()
 
 
 def test_examples_come_before_the_text_as_earlier_turns(texts: TextMaker) -> None:
+    from tolk.budget import Budgets, counting
     from tolk.config import ModelSettings
     from tolk.translation.jobs import plan_job
 
     settings = ModelSettings(name="m", path="x", languages=["en", "de"], prompt_examples=2)
-    job = plan_job(settings, texts.tokenizer, 4096, 0, "Good morning.", lang("en"), lang("de"))
+    budgets = Budgets(counting(texts.tokenizer))
+    job = plan_job(
+        settings, texts.tokenizer, 4096, 0, "Good morning.", lang("en"), lang("de"), budgets
+    )
     prompt = str(texts.tokenizer.decode(job.prompt_ids))
     asked = "Translate the following English text into German."
     assert prompt.count(asked) == 3
     assert prompt.index("Obwohl alle Länder") < prompt.rindex(asked) < prompt.index("Good morning.")
     assert prompt.count("<|im_start|>assistant") == 3  # two examples answered, then the text's
     marked = plan_job(
-        settings, texts.tokenizer, 4096, 0, "Run <g1>make</g1>.", lang("en"), lang("de")
+        settings, texts.tokenizer, 4096, 0, "Run <g1>make</g1>.", lang("en"), lang("de"), budgets
     )
     assert "](1)" not in prompt
     assert "](1)" in texts.tokenizer.decode(marked.prompt_ids)
     without = ModelSettings(name="m", path="x", languages=["en", "de"])
-    plain = plan_job(without, texts.tokenizer, 4096, 0, "Good morning.", lang("en"), lang("de"))
+    plain = plan_job(
+        without, texts.tokenizer, 4096, 0, "Good morning.", lang("en"), lang("de"), budgets
+    )
     assert texts.tokenizer.decode(plain.prompt_ids).count(asked) == 1
     assert len(plain.prompt_ids) < len(job.prompt_ids)
 
@@ -298,6 +304,7 @@ def test_prompt_ids_from_remembered_pieces_are_the_tokenizers_own(texts: TextMak
     ids the tokenizer gives the whole rendered prompt, for every pair and kind of text, a
     text holding a special token's name too; and it is not used where an added token strips
     the text around it."""
+    from tolk.budget import Budgets, counting
     from tolk.config import ModelSettings
     from tolk.translation.jobs import PromptEncoder, plan_job
 
@@ -315,9 +322,10 @@ def test_prompt_ids_from_remembered_pieces_are_the_tokenizers_own(texts: TextMak
         texts.text(150),
     ]
     pairs = [("en", "de"), ("de", "en"), ("en", "ne"), ("en", "zh")]
+    budgets = Budgets(counting(tokenizer))
     for source, target in pairs:
         for text in samples:
-            job = plan_job(settings, tokenizer, 4096, 0, text, lang(source), lang(target))
+            job = plan_job(settings, tokenizer, 4096, 0, text, lang(source), lang(target), budgets)
             whole = tokenizer.decode(job.prompt_ids)
             assert tokenizer.encode(whole, add_special_tokens=False) == job.prompt_ids
     encoder = PromptEncoder(tokenizer)

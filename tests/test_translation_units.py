@@ -50,6 +50,7 @@ async def test_run_all_cancels_the_rest_on_first_failure() -> None:
 
 
 def test_each_segments_prompt_carries_exactly_its_glossary_terms(texts: TextMaker) -> None:
+    from tolk.budget import Budgets, counting
     from tolk.config import ModelSettings
     from tolk.languages import lang
     from tolk.translation.glossary import Glossary
@@ -63,7 +64,10 @@ def test_each_segments_prompt_carries_exactly_its_glossary_terms(texts: TextMake
         ("A GPU.", ['"GPU" as "Grafikkarte"']),
     ):
         terms = glossary.terms(segment)
-        job = plan_job(settings, texts.tokenizer, 4096, 0, segment, lang("en"), lang("de"), terms)
+        budgets = Budgets(counting(texts.tokenizer))
+        job = plan_job(
+            settings, texts.tokenizer, 4096, 0, segment, lang("en"), lang("de"), budgets, terms
+        )
         prompt = texts.tokenizer.decode(job.prompt_ids)
         for term in ("batch", "queue", "GPU"):
             mentioned = f'"{term}" as' in prompt

@@ -20,6 +20,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from functools import cache
 from importlib import resources
+from typing import Any
 
 from tolk.languages import Lang, lang
 
@@ -54,6 +55,11 @@ def sample(code: str) -> tuple[str, ...] | None:
         return None
     text = (resources.files("tolk") / "data" / "parallel" / f"{name}.txt").read_text("utf-8")
     return tuple(line for line in text.splitlines() if line.strip())
+
+
+def counting(tokenizer: Any) -> Callable[[str], int]:
+    """A text's token count by `tokenizer`, special tokens left out: what Budgets measure."""
+    return lambda text: len(tokenizer.encode(text, add_special_tokens=False))
 
 
 class Budgets:

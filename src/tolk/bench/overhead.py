@@ -22,6 +22,7 @@ from tolk.bench.report import write_json
 from tolk.bench.run import alternate_rounds, pooled, rounds_report
 from tolk.bench.stats import RequestRecord, summarize
 from tolk.bench.workloads import WorkItem, Workload
+from tolk.budget import Budgets, counting
 from tolk.config import ModelSettings, load_config
 from tolk.engine import Tokenizer
 from tolk.languages import lang
@@ -34,7 +35,9 @@ SCHEMA = "tolk.bench.overhead/1"
 def prepare(
     settings: ModelSettings, tokenizer: Tokenizer, max_model_len: int, items: Sequence[WorkItem]
 ) -> list[EngineJob]:
-    """The engine requests tolk makes of `items` (each sent whole, as with `split: none`)."""
+    """The engine requests tolk makes of `items` (each sent whole, as with `split: none`),
+    with the output budgets tolk's engine gives each pair."""
+    budgets = Budgets(counting(tokenizer), settings.max_tokens_ratio)
     return [
         plan_job(
             settings,
@@ -44,6 +47,7 @@ def prepare(
             item.text,
             lang(item.source_lang),
             lang(item.target_lang),
+            budgets,
         )
         for i, item in enumerate(items)
     ]

@@ -13,7 +13,7 @@ from typing import Any
 
 import cachetools
 
-from tolk.budget import DEFAULT_RATIO
+from tolk.budget import DEFAULT_RATIO, Budgets
 from tolk.config import ModelSettings
 from tolk.engine import Tokenizer
 from tolk.languages import Lang
@@ -157,13 +157,16 @@ def plan_job(
     text: str,
     source: Lang,
     target: Lang,
+    budgets: Budgets,
     terms: Terms = (),
 ) -> EngineJob:
     """The engine request tolk makes of one segment with `terms` and otherwise the model's
-    own settings (no instructions, the configured or default ratio, its examples): what the
+    own settings (no instructions, its examples, the pair's ratio from `budgets`, made as
+    the engine makes its own: Budgets(counting(tokenizer), max_tokens_ratio)): what the
     benchmarks that feed an engine directly (tolk.bench.overhead, .versus) use, so both
-    sides of a comparison get the very same prompts. The service's own is `build_job`."""
-    how = JobSettings(terms)
+    sides of a comparison get the very same prompts and budgets. The service's own is
+    `build_job`."""
+    how = JobSettings(terms, ratio=budgets.ratio(source, target))
     return build_job(settings, tokenizer, max_model_len, index, text, source, target, how)
 
 

@@ -35,6 +35,7 @@ from fastapi.responses import JSONResponse
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
 from pydantic import BaseModel
 
+from tolk.budget import Budgets, counting
 from tolk.config import ModelSettings, load_config
 from tolk.engine.engine import GPU_MEMORY_SHARE
 from tolk.server.gpu import GpuCollector
@@ -99,6 +100,7 @@ def process_queue(
     args = engine_args(settings, cpu=on_cpu())
     llm: Any = LLM(**VllmRelease.installed().check_engine_args(args, settings.name))
     tokenizer = llm.get_tokenizer()
+    budgets = Budgets(counting(tokenizer), settings.max_tokens_ratio)  # as tolk's engine
     max_model_len = llm.llm_engine.model_config.max_model_len
     ready.set()
     while True:
@@ -123,7 +125,9 @@ def process_queue(
         prompts, params = [], []
         for task in tasks:
             source, target = lang(task.source_lang), lang(task.target_lang)
-            job = plan_job(settings, tokenizer, max_model_len, 0, task.text, source, target)
+            job = plan_job(
+                settings, tokenizer, max_model_len, 0, task.text, source, target, budgets
+            )
             prompts.append({"prompt_token_ids": job.prompt_ids})
             params.append(sampling_params(settings.sampling, max(1, job.max_tokens)))
         try:
