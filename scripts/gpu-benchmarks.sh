@@ -12,7 +12,8 @@
 #   real-one real-fleet real-vllm-dp (and real-versus: one tolk against one vLLM server;
 #   real-versus-checks-off: the same with tolk's checks off, both engines sent the same
 #   requests; real-quality: `tolk bench quality` as shipped and with each feature off against vLLM's
-#   own server with the plain prompt, one GPU: issue 36)
+#   own server with the plain prompt, one GPU: issue 36; real-versus-pacing: checks off at
+#   three turn budgets of tolk.translation.pacing)
 # Every step samples the GPUs' utilisation (nvidia-smi, 500 ms) into <step>/gpu-util.csv.
 #
 #   bash scripts/gpu-benchmarks.sh [STEP...]
@@ -298,16 +299,20 @@ REAL_LOAD=(--workload "$FLORES" --concurrency 256 --requests 2400 --warmup 256)
 real_model() {  # the converted model and the workload, once (the GGUF at models/.gguf)
   [ -f models/qwen2.5-coder-0.5b-instruct/tolk-model.json ] \
     || "${TOLK[@]}" fetch-model > "$RESULTS/fetch-model.log" 2>&1 || return 1
-  [ -f "$FLORES" ] || "$PY" - "$DATA" "$FLORES" <<'PY'
+  flores_workload 400 "$FLORES"
+}
+
+flores_workload() {  # the first $1 FLORES lines of each pair, interleaved, into $2 (once)
+  [ -f "$2" ] || "$PY" - "$DATA" "$2" "$1" <<'PY'
 import json, sys
 from pathlib import Path
-data, out = Path(sys.argv[1]), Path(sys.argv[2])
+data, out, n = Path(sys.argv[1]), Path(sys.argv[2]), int(sys.argv[3])
 files = {"en": "eng", "de": "deu", "fr": "fra", "es": "spa", "zh": "cmn_Hans", "ne": "npi"}
-lines = {tag: (data / f"{name}.txt").read_text(encoding="utf-8").splitlines()[:400]
+lines = {tag: (data / f"{name}.txt").read_text(encoding="utf-8").splitlines()[:n]
          for tag, name in files.items()}
 pairs = [("en", "de"), ("en", "fr"), ("en", "es"), ("en", "zh"), ("en", "ne"), ("de", "en")]
 with out.open("w", encoding="utf-8") as f:
-    for i in range(400):  # pairs interleaved, as mixed traffic arrives
+    for i in range(min(len(v) for v in lines.values())):  # pairs interleaved, as mixed traffic
         for src, tgt in pairs:
             f.write(json.dumps({"text": lines[src][i], "source_lang": src, "target_lang": tgt},
                                ensure_ascii=False) + "\n")
@@ -369,6 +374,28 @@ PY
   CUDA_VISIBLE_DEVICES=0 "${TOLK[@]}" bench versus-vllm --config "$RUN/configs/gpu-checks-off.yaml" \
     --model $REAL_NAME --workload "$FLORES" --concurrency 256 --requests 2400 --rounds 2 \
     --warmup 256 --out "$RESULTS/real-versus-checks-off"
+}
+
+step_real-versus-pacing() {  # issue 36: the same requests (checks off) at three turn budgets
+  # (server.turn_budget_ms: 0 = one piece a pass, as before; 5 = the default; 1000 = a burst
+  # taken in one pass), each against vLLM's server in alternating rounds.
+  real_model || return 1
+  flores_workload 500 "$RUN/flores-500x6.jsonl"  # 3,000 sentences: none repeats in a round
+  local budget
+  for budget in ${PACING_BUDGETS:-0 5 1000}; do
+    "$PY" - "$REAL_CONFIG" "$RUN/configs/gpu-pacing-$budget.yaml" "$budget" <<'PY'
+import sys, yaml
+config = yaml.safe_load(open(sys.argv[1]))
+for model in config["models"]:
+    model.setdefault("checks", {})["enabled"] = False
+config.setdefault("server", {})["turn_budget_ms"] = float(sys.argv[3])
+yaml.safe_dump(config, open(sys.argv[2], "w"))
+PY
+    log "real-versus-pacing: turn budget $budget ms"
+    CUDA_VISIBLE_DEVICES=0 "${TOLK[@]}" bench versus-vllm --config "$RUN/configs/gpu-pacing-$budget.yaml" \
+      --model $REAL_NAME --workload "$RUN/flores-500x6.jsonl" --concurrency 256 --requests 2700 \
+      --rounds 2 --warmup 256 --out "$RESULTS/real-versus-pacing/budget-$budget" || return 1
+  done
 }
 
 step_real-quality() {  # issue 36: the product against the raw server, as a user compares them

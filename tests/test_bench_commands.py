@@ -285,6 +285,13 @@ def test_bench_versus_vllm_sends_both_servers_the_same_work(
     # generates its whole budget on either server.
     assert data["same_token_counts"] is True
     assert data["totals"]["vllm"]["output_tokens"] > 0
+    # Each round's engine, read from its server's /metrics around the measured loop: the
+    # tokens it generated are the ones the clients got (the warm-up left out), in its steps.
+    for r in data["rounds"]:
+        engine = r["engine"]
+        assert engine["generation_tokens"] == r["summary"]["completion_tokens"], r["path"]
+        assert engine["steps"] > 0
+        assert engine["step_ms"] > 0
     assert data["ratio_rps"] == pytest.approx(
         data["totals"]["tolk"]["rps"] / data["totals"]["vllm"]["rps"]
     )

@@ -1,5 +1,6 @@
-"""The pacer: per-text work gets one turn per pass of the event loop, so what arrives on a
-socket meanwhile is read after at most one more piece, not after the whole batch."""
+"""The pacer: per-text work gets turns per pass of the event loop (one, or a time budget's
+worth), so what arrives on a socket meanwhile is read after at most that much more work, not
+after the whole batch."""
 
 from __future__ import annotations
 
@@ -20,7 +21,13 @@ RUNNERS: dict[str, Callable[[Coroutine[Any, Any, list[object]]], list[object]]] 
 }
 
 
-async def pieces_and_a_packet(paced: bool) -> list[object]:
+def busy(seconds: float) -> None:
+    until = time.perf_counter() + seconds
+    while time.perf_counter() < until:
+        pass
+
+
+async def pieces_and_a_packet(paced: bool, budget: float = 0.0) -> list[object]:
     """Ten 2 ms pieces of work, ready together; a packet arrives during the first one.
     Returns the order in which pieces ran and the packet was read."""
     order: list[object] = []
@@ -32,15 +39,13 @@ async def pieces_and_a_packet(paced: bool) -> list[object]:
     loop = asyncio.get_running_loop()
     ours, theirs = socket.socketpair()
     await loop.create_connection(Reader, sock=ours)
-    pacer = Pacer()
+    pacer = Pacer(budget)
 
     async def piece(i: int) -> None:
         if paced:
             await pacer.turn()
         order.append(i)
-        busy_until = time.monotonic() + 0.002
-        while time.monotonic() < busy_until:
-            pass
+        busy(0.002)
         if i == 0:
             theirs.send(b"x")
 
@@ -59,6 +64,43 @@ def test_a_packet_waits_behind_one_piece_not_the_batch(loop: str) -> None:
     # With turns it is read after the piece that was running and at most one more.
     assert paced.index("packet") <= 2
     assert [x for x in paced if x != "packet"] == list(range(10))  # order kept
+    # With a budget of three pieces a pass: the first pass measures one, the next pass two
+    # or three (what a piece cost rounds down), and the packet is read between passes.
+    budgeted = run(pieces_and_a_packet(paced=True, budget=0.006))
+    assert budgeted.index("packet") <= 4
+    assert [x for x in budgeted if x != "packet"] == list(range(10))
+
+
+def test_a_burst_is_taken_a_budget_a_pass() -> None:
+    """Forty 1 ms pieces under a 4 ms budget: never more than four pieces in one pass (a
+    piece costs at least its 1 ms), and fewer passes than pieces, where one a pass took 40."""
+
+    async def scenario() -> list[int]:
+        loop = asyncio.get_running_loop()
+        pacer = Pacer(0.004)
+        per_pass = [0]
+        done = False
+
+        def tick() -> None:  # runs once a pass: rescheduled from itself
+            per_pass.append(0)
+            if not done:
+                loop.call_soon(tick)
+
+        async def piece() -> None:
+            await pacer.turn()
+            per_pass[-1] += 1
+            busy(0.001)
+
+        loop.call_soon(tick)
+        await asyncio.gather(*(piece() for _ in range(40)))
+        done = True
+        return [n for n in per_pass if n]
+
+    passes = asyncio.run(scenario())
+    assert sum(passes) == 40
+    assert passes[0] == 1  # nothing measured yet: one
+    assert max(passes) <= 4
+    assert len(passes) < 40
 
 
 def test_a_cancelled_waiter_gives_up_its_turn() -> None:

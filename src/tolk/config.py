@@ -341,6 +341,14 @@ class ServerSettings(_Strict):
         "files, off the event loop (work that grows with the input); also how many requests "
         "do so at once.",
     )
+    turn_budget_ms: float = Field(
+        5.0,
+        ge=0,
+        description="Milliseconds of per-text work (a segment's prompt built and handed to "
+        "the engine, a document parsed) the event loop runs in one pass before it reads its "
+        "sockets again (tolk.translation.pacing): a probe or a refusal waits behind at most "
+        "this much of a burst. 0: one piece a pass (slower to take in a burst).",
+    )
     loop_stall_warning: float = Field(
         0.1,
         gt=0,

@@ -26,6 +26,7 @@ from rich.table import Table
 
 from tolk.bench import loadgen
 from tolk.bench.overhead import prepare
+from tolk.bench.quality_speed import engine_counters, engine_figures
 from tolk.bench.report import write_json
 from tolk.bench.run import alternate_rounds, pooled, rounds_report
 from tolk.bench.stats import summarize
@@ -146,6 +147,7 @@ async def _round(
                 await loadgen.closed_loop(
                     client, items, concurrency, requests=warmup, path=url_path, encode=encoder
                 )
+            before = await engine_counters(url)
             records, duration = await loadgen.closed_loop(
                 client,
                 items,
@@ -155,9 +157,10 @@ async def _round(
                 encode=encoder,
                 progress=advance,
             )
+            engine = engine_figures(before, await engine_counters(url), duration)
     finally:
         stop()
-    return {"path": path, "summary": summarize(records, duration).to_json()}
+    return {"path": path, "summary": summarize(records, duration).to_json(), "engine": engine}
 
 
 def start_tolk_fleet(
@@ -234,10 +237,12 @@ def table(results: dict[str, Any]) -> Table:
         else "tolk vs vLLM's OpenAI server"
     )
     out = Table(title=f"{who}, concurrency {results['concurrency']}, {results['workload']['name']}")
-    for header in ("round", "server", "req/s", "out tok/s", "output tokens", "p50 s", "p95 s"):
+    headers = ("round", "server", "req/s", "out tok/s", "output tokens", "p50 s", "p95 s")
+    for header in (*headers, "ms a step", "tokens a step"):
         out.add_column(header, justify="right")
     for m in results["rounds"]:
         s = m["summary"]
+        engine = m.get("engine") or {}
         out.add_row(
             str(m["round"]),
             m["path"],
@@ -246,12 +251,18 @@ def table(results: dict[str, Any]) -> Table:
             f"{s['completion_tokens']:,}",
             f"{s['latency_s']['p50']:.2f}",
             f"{s['latency_s']['p95']:.2f}",
+            _figure(engine.get("step_ms")),
+            _figure(engine.get("tokens_per_step")),
         )
     out.caption = (
         f"tolk / vLLM: {results['ratio_rps']:.3f} in req/s, {results['ratio_output_tps']:.3f} in "
         f"output tok/s; same output token counts: {results['same_token_counts']}"
     )
     return out
+
+
+def _figure(value: float | None) -> str:
+    return "-" if value is None else f"{value:.1f}"
 
 
 def write(results: dict[str, Any], out_dir: Path) -> Path:

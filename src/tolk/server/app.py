@@ -125,6 +125,7 @@ def build_translator(
         s.max_alternatives,
         prepare_threads=s.prepare_threads,
         max_unzipped_bytes=int(s.max_unzipped_bytes),
+        turn_budget=s.turn_budget_ms / 1000,
     )
     return Translator(
         pool,

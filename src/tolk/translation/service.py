@@ -97,8 +97,8 @@ class Translator:
         self.detector = Detector(pool.sources)
         # Output checks tell among every language served, targets too.
         self.checks = OutputChecks([*pool.sources, *pool.targets])
-        # Per-segment work waits for a turn: one piece per pass of the event loop.
-        self.pacer = Pacer()
+        # Per-segment work waits for a turn: a time budget of pieces per pass of the loop.
+        self.pacer = Pacer(limits.turn_budget)
         # Per model and pair: whether first tries copy the examples shown, whether markup
         # retries bring placeholders back and whether other retries mend; so whether each is
         # done (tolk.translation.watch).
