@@ -13,7 +13,7 @@
 #   real-versus-checks-off: the same with tolk's checks off, both engines sent the same
 #   requests; real-quality: `tolk bench quality` as shipped and with each feature off against vLLM's
 #   own server with the plain prompt, one GPU: issue 36; real-versus-pacing: checks off at
-#   three turn budgets of tolk.translation.pacing)
+#   three turn budgets of tolk.translation.pacing; real-pacing-ab: two of them side by side)
 # Every step samples the GPUs' utilisation (nvidia-smi, 500 ms) into <step>/gpu-util.csv.
 #
 #   bash scripts/gpu-benchmarks.sh [STEP...]
@@ -398,6 +398,41 @@ PY
   done
 }
 
+step_real-pacing-ab() {  # issue 36: two tolk servers on one GPU, checks off, turn budgets 0 and
+  # 5 ms (tolk.translation.pacing), started one after the other, then loaded in turns (three
+  # rounds each, alternating) with the same 2,700 FLORES sentences at 256 clients.
+  real_model || return 1
+  flores_workload 500 "$RUN/flores-500x6.jsonl"
+  local budget round pids=()
+  for budget in ${PACING_BUDGETS:-0 5}; do
+    "$PY" - "$REAL_CONFIG" "$RUN/configs/gpu-ab-$budget.yaml" "$budget" <<'PY'
+import sys, yaml
+config = yaml.safe_load(open(sys.argv[1]))
+for model in config["models"]:
+    model.setdefault("checks", {})["enabled"] = False
+    model["engine"]["gpu_memory_utilization"] = 0.3
+config.setdefault("server", {})["turn_budget_ms"] = float(sys.argv[3])
+yaml.safe_dump(config, open(sys.argv[2], "w"))
+PY
+    CUDA_VISIBLE_DEVICES=0 "${TOLK[@]}" serve --config "$RUN/configs/gpu-ab-$budget.yaml" \
+      --port $((8100 + budget)) > "$RESULTS/real-pacing-ab/serve-$budget.log" 2>&1 &
+    pids+=($!)
+    until curl -sf 127.0.0.1:$((8100 + budget))/ready > /dev/null; do
+      kill -0 "${pids[-1]}" 2>/dev/null || { log "tolk (budget $budget) died"; return 1; }
+      sleep 1
+    done
+  done
+  for round in 1 2 3; do
+    for budget in ${PACING_BUDGETS:-0 5}; do
+      log "real-pacing-ab: round $round, budget $budget ms"
+      "${TOLK[@]}" bench run --url http://127.0.0.1:$((8100 + budget)) \
+        --workload "$RUN/flores-500x6.jsonl" --concurrency 256 --requests 2700 --warmup 256 \
+        --out "$RESULTS/real-pacing-ab/round-$round-budget-$budget" > /dev/null 2>&1
+    done
+  done
+  kill -TERM "${pids[@]}" 2>/dev/null; wait "${pids[@]}" 2>/dev/null; return 0
+}
+
 step_real-quality() {  # issue 36: the product against the raw server, as a user compares them
   # tolk as shipped and with each feature off (one server at a time), each alternating over
   # two rounds with vLLM's own OpenAI server on the same model and GPU, sent the plain
@@ -421,7 +456,8 @@ step_real-quality() {  # issue 36: the product against the raw server, as a user
 
 steps=("$@")
 [ ${#steps[@]} -gt 0 ] || steps=(smoke journey overhead run-1b baseline-1b profile versus tune run-7b)
-model 1b > "$RESULTS/make-1b.log" 2>&1 || { log "making the 1B model failed"; exit 1; }
+[ -n "${SKIP_1B:-}" ] || model 1b > "$RESULTS/make-1b.log" 2>&1 \
+  || { log "making the 1B model failed"; exit 1; }
 for step in "${steps[@]}"; do
   mkdir -p "$RESULTS/$step"
   log "begin $step"
