@@ -331,8 +331,9 @@ class ServerSettings(_Strict):
     )
     max_unzipped_bytes: ByteSize = Field(
         ByteSize(64 << 20),
-        description="Most bytes a zipped file (.docx, .pptx, .xlsx) may inflate to, all its "
-        "members together, checked before it is parsed (a zip bomb is refused with 413).",
+        description="Most bytes a zipped file (.docx, .pptx, .xlsx, .odt, .odp, .ods, .epub) may "
+        "inflate to, all its members together, checked before it is parsed (a zip bomb is "
+        "refused with 413).",
     )
     prepare_threads: int = Field(
         2,

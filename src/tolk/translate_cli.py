@@ -3,8 +3,9 @@ them (`report.de.docx`) or into `--out-dir`.
 
 Against a running server (`--url`) or one started for the run from a config (`--config`,
 stopped afterwards). Text formats go to /translate with `stream: true`, so each file's bar
-moves segment by segment and shows how many of its segments are in the engine; a .docx, .pptx
-or .xlsx (and a text file over the server's body limit) goes to /translate/file in one piece.
+moves segment by segment and shows how many of its segments are in the engine; a file a
+library opens (office files, OpenDocument, EPUB, PDF, XLIFF, locale files, gettext catalogues;
+and a text file over the server's body limit) goes to /translate/file in one piece.
 """
 
 from __future__ import annotations
@@ -31,7 +32,7 @@ from rich.progress import (
 )
 
 from tolk import sse
-from tolk.translation.files import UnsupportedFileType, file_type
+from tolk.translation.files import FILE_TYPES, UnsupportedFileType, file_type
 
 # Off a terminal rich assumes 80 columns, too narrow for a file's row.
 console = Console(stderr=True, width=None if sys.stderr.isatty() else 160)
@@ -53,7 +54,7 @@ class TranslateFailed(Exception):
 def translate_command(
     files: Annotated[
         list[Path],
-        typer.Argument(help="Files: .txt .md .html .srt .vtt .docx .pptx .xlsx .po .pot"),
+        typer.Argument(help=f"Files: {' '.join(FILE_TYPES)}"),
     ],
     to: Annotated[str, typer.Option("--to", help="Target language, e.g. de, pt-BR.")],
     source: Annotated[str, typer.Option("--from", help="Source language of the files.")] = "en",
@@ -79,11 +80,12 @@ def translate_command(
         if not path.is_file():
             raise typer.BadParameter(f"{path} is not a file")
         try:
-            file_type(path.name)
+            kind = file_type(path.name)
         except UnsupportedFileType as exc:
             raise typer.BadParameter(exc.message) from exc
         folder = out_dir or path.parent
-        planned.append(Job(path, folder / f"{path.stem}.{to}{path.suffix}"))
+        suffix = Path(kind.translated_name(path.name)).suffix  # a .pdf comes back as a .docx
+        planned.append(Job(path, folder / f"{path.stem}.{to}{suffix}"))
     if out_dir is not None:
         out_dir.mkdir(parents=True, exist_ok=True)
     with _server(url, config, timeout) as base:

@@ -69,10 +69,27 @@ async def client_closed(request: Request, exc: Exception) -> Response:
 
 
 def attachment(file: TranslatedFile, filename: str) -> Response:
-    """A translated file as a download under its own name (any characters, RFC 6266)."""
+    """A translated file as a download under its own name (any characters, RFC 6266), its
+    suffix the translated file's (a PDF comes back as a .docx)."""
     response = Response(file.content, media_type=file.media_type)
-    response.headers["Content-Disposition"] = f"attachment; filename*=UTF-8''{quote(filename)}"
+    name = quote(file.name(filename))
+    response.headers["Content-Disposition"] = f"attachment; filename*=UTF-8''{name}"
     return response
+
+
+def check_output_format(kind: FileType, output_format: str) -> None:
+    """DeepL's `output_format` for a document of `kind`: its own format, or for a PDF (which
+    tolk translates into a Word document: tolk.translation.pdf) `docx`, which it must then
+    ask for, so that a client never writes a .docx under a .pdf name."""
+    wanted = output_format.strip().lower().lstrip(".")
+    if kind.kind == "pdf":
+        if wanted != "docx":
+            raise InvalidRequest(
+                "a PDF is translated into a Word document on this server: ask for "
+                "output_format=docx"
+            )
+    elif wanted and file_type(f"x.{wanted}") != kind:
+        raise InvalidRequest("output_format must be the document's own format on this server")
 
 
 @dataclass(frozen=True)
@@ -103,8 +120,8 @@ class Upload:
             if unsupported is None:
                 raise
             raise unsupported(filename) from exc
-        if output_format and file_type(f"x.{output_format}") != kind:
-            raise InvalidRequest("output_format must be the document's own format on this server")
+        if output_format is not None:
+            check_output_format(kind, output_format)
         return cls(filename, kind, file)
 
     async def read(self) -> bytes:

@@ -30,7 +30,12 @@ if TYPE_CHECKING:  # python-docx is imported when a .docx comes
     from tolk.translation.office import RunGroup
 
 T = TypeVar("T")
-Kind = Format | Literal["docx", "pptx", "xlsx", "po"]
+Kind = (
+    Format
+    | Literal[
+        "docx", "pptx", "xlsx", "po", "odt", "odp", "ods", "epub", "xliff", "json", "yaml", "pdf"
+    ]
+)
 DOCX = "application/vnd.openxmlformats-officedocument.wordprocessingml.document"
 PPTX = "application/vnd.openxmlformats-officedocument.presentationml.presentation"
 XLSX = "application/vnd.openxmlformats-officedocument.spreadsheetml.sheet"
@@ -40,11 +45,19 @@ XLSX = "application/vnd.openxmlformats-officedocument.spreadsheetml.sheet"
 class FileType:
     kind: Kind
     media_type: str
+    # The suffix of the translated file where it is another kind (a PDF becomes a .docx:
+    # tolk.translation.pdf); None: the file's own.
+    output: str | None = None
+
+    def translated_name(self, filename: str) -> str:
+        """What a translated file of this kind is called: `filename`, its suffix changed if
+        the translation is another kind of file."""
+        return filename if self.output is None else str(PurePath(filename).with_suffix(self.output))
 
     @property
     def text(self) -> bool:
-        """Whether the file is UTF-8 text (else a zip archive: .docx, .pptx, .xlsx)."""
-        return self.kind not in ("docx", "pptx", "xlsx")
+        """Whether the file is UTF-8 text (else a zip archive: the office files, .epub)."""
+        return self.kind not in ("docx", "pptx", "xlsx", "odt", "odp", "ods", "epub", "pdf")
 
     @property
     def parsed(self) -> bool:
@@ -66,6 +79,16 @@ FILE_TYPES: dict[str, FileType] = {
     ".xlsx": FileType("xlsx", XLSX),
     ".po": FileType("po", "text/x-gettext-translation; charset=utf-8"),
     ".pot": FileType("po", "text/x-gettext-translation; charset=utf-8"),
+    ".odt": FileType("odt", "application/vnd.oasis.opendocument.text"),
+    ".odp": FileType("odp", "application/vnd.oasis.opendocument.presentation"),
+    ".ods": FileType("ods", "application/vnd.oasis.opendocument.spreadsheet"),
+    ".epub": FileType("epub", "application/epub+zip"),
+    ".xlf": FileType("xliff", "application/xliff+xml; charset=utf-8"),
+    ".xliff": FileType("xliff", "application/xliff+xml; charset=utf-8"),
+    ".json": FileType("json", "application/json; charset=utf-8"),
+    ".yaml": FileType("yaml", "application/yaml; charset=utf-8"),
+    ".yml": FileType("yaml", "application/yaml; charset=utf-8"),
+    ".pdf": FileType("pdf", "application/pdf", output=".docx"),
 }
 _BOM = "\ufeff"
 
@@ -90,10 +113,16 @@ class TranslatedFile:
     content: bytes
     media_type: str
     translation: Translation
+    kind: FileType | None = None  # the uploaded file's type
+
+    def name(self, filename: str) -> str:
+        """What the translated file is called: `filename`, its suffix changed if the file's
+        kind changed (a PDF comes back as a .docx)."""
+        return filename if self.kind is None else self.kind.translated_name(filename)
 
 
 @dataclass(frozen=True)
-class _Opened:
+class Opened:
     """A file as the service takes it: its documents, its characters of text, and how the
     translated documents become the file again."""
 
@@ -118,7 +147,8 @@ async def translate_file(
         sample=opened.sample,
     )
     content = await translator.offload(opened.save, translation)
-    return TranslatedFile(content, kind.media_type, translation)
+    media_type = kind.media_type if kind.output is None else FILE_TYPES[kind.output].media_type
+    return TranslatedFile(content, media_type, translation, kind)
 
 
 async def file_characters(translator: Translator, filename: str, data: bytes) -> int:
@@ -130,7 +160,7 @@ async def file_characters(translator: Translator, filename: str, data: bytes) ->
     return opened.characters
 
 
-async def _opened(translator: Translator, filename: str, data: bytes) -> tuple[FileType, _Opened]:
+async def _opened(translator: Translator, filename: str, data: bytes) -> tuple[FileType, Opened]:
     """The file's type and the file opened, within `max_file_chars`. Opening grows with the
     file: in the preparation pool, off the event loop."""
     kind = file_type(filename)
@@ -152,7 +182,7 @@ async def _opened(translator: Translator, filename: str, data: bytes) -> tuple[F
     return kind, opened
 
 
-def _decoded(filename: str, data: bytes) -> tuple[str, str]:
+def decoded(filename: str, data: bytes) -> tuple[str, str]:
     """The file's text and its byte order mark ("" if none), or a 400 if it is not UTF-8."""
     try:
         text = data.decode("utf-8")
@@ -165,9 +195,9 @@ def _decoded(filename: str, data: bytes) -> tuple[str, str]:
     return text.removeprefix(bom), bom
 
 
-def _open_text(filename: str, data: bytes, fmt: Format) -> _Opened:
-    text, bom = _decoded(filename, data)
-    return _Opened(
+def _open_text(filename: str, data: bytes, fmt: Format) -> Opened:
+    text, bom = decoded(filename, data)
+    return Opened(
         lambda cut: [parse(fmt, text, cut)],
         len(text),
         lambda translation: (bom + translation.texts[0]).encode("utf-8"),
@@ -209,7 +239,7 @@ def check_archive(
         )
 
 
-def _loaded(
+def loaded(
     filename: str, data: bytes, max_unzipped: int, what: tuple[str, str], load: Callable[[], T]
 ) -> T:
     """An office file's document, `load()`ed once its archive passed check_archive; what the
@@ -228,30 +258,30 @@ def _loaded(
         ) from exc
 
 
-def _open_docx(filename: str, data: bytes, max_unzipped: int) -> _Opened:
+def _open_docx(filename: str, data: bytes, max_unzipped: int) -> Opened:
     import docx
 
     from tolk.translation import office
 
     what = ("Word document", ".doc")
-    document = _loaded(filename, data, max_unzipped, what, lambda: docx.Document(io.BytesIO(data)))
+    document = loaded(filename, data, max_unzipped, what, lambda: docx.Document(io.BytesIO(data)))
     runs = [office.text_runs(p) for p in office.paragraphs(document)]
-    return _runs_opened([office.docx_group(r) for r in runs], document.save)
+    return runs_opened([office.docx_group(r) for r in runs], document.save)
 
 
-def _open_pptx(filename: str, data: bytes, max_unzipped: int) -> _Opened:
+def _open_pptx(filename: str, data: bytes, max_unzipped: int) -> Opened:
     import pptx
 
     from tolk.translation import slides
 
     what = ("PowerPoint presentation", ".ppt")
-    presentation = _loaded(
+    presentation = loaded(
         filename, data, max_unzipped, what, lambda: pptx.Presentation(io.BytesIO(data))
     )
-    return _runs_opened(slides.run_groups(presentation), presentation.save)
+    return runs_opened(slides.run_groups(presentation), presentation.save)
 
 
-def _open_xlsx(filename: str, data: bytes, max_unzipped: int) -> _Opened:
+def _open_xlsx(filename: str, data: bytes, max_unzipped: int) -> Opened:
     import openpyxl  # type: ignore[import-untyped]
 
     from tolk.translation import sheets
@@ -262,11 +292,11 @@ def _open_xlsx(filename: str, data: bytes, max_unzipped: int) -> _Opened:
         # Formulas kept (not data_only), rich text kept as runs, external links kept.
         return openpyxl.load_workbook(io.BytesIO(data), rich_text=True, keep_links=True)
 
-    workbook = _loaded(filename, data, max_unzipped, ("Excel workbook", ".xls"), load)
-    return _runs_opened(sheets.run_groups(workbook), workbook.save)
+    workbook = loaded(filename, data, max_unzipped, ("Excel workbook", ".xls"), load)
+    return runs_opened(sheets.run_groups(workbook), workbook.save)
 
 
-def _runs_opened(groups: list[RunGroup], save_to: Callable[[io.BytesIO], object]) -> _Opened:
+def runs_opened(groups: list[RunGroup], save_to: Callable[[io.BytesIO], object]) -> Opened:
     """An office file opened: each group of runs (a paragraph, a cell) one document, written
     back into its runs and the file saved with `save_to`."""
     from tolk.translation import office
@@ -282,15 +312,15 @@ def _runs_opened(groups: list[RunGroup], save_to: Callable[[io.BytesIO], object]
 
     texts = [r.text for g in groups for r in g.runs]
     sample = " ".join(texts)[: detect.MAX_CHARS]
-    return _Opened(lambda cut: docs, sum(len(t) for t in texts), save, sample)
+    return Opened(lambda cut: docs, sum(len(t) for t in texts), save, sample)
 
 
-def _open_po(filename: str, data: bytes, max_unzipped: int) -> _Opened:
+def _open_po(filename: str, data: bytes, max_unzipped: int) -> Opened:
     """A gettext catalogue (tolk.translation.gettext): each entry to translate one
     document per form."""
     from tolk.translation import gettext
 
-    text, bom = _decoded(filename, data)
+    text, bom = decoded(filename, data)
     catalogue = gettext.open_catalogue(filename, text)
     docs = [gettext.document(source) for source in catalogue.sources]
 
@@ -300,12 +330,50 @@ def _open_po(filename: str, data: bytes, max_unzipped: int) -> _Opened:
         return bom.encode("utf-8") + out
 
     sample = " ".join(catalogue.sources)[: detect.MAX_CHARS]
-    return _Opened(lambda cut: docs, sum(len(t) for t in catalogue.sources), save, sample)
+    return Opened(lambda cut: docs, sum(len(t) for t in catalogue.sources), save, sample)
 
 
-_OPENERS: dict[Kind, Callable[[str, bytes, int], _Opened]] = {
+def _open_opendocument(filename: str, data: bytes, max_unzipped: int) -> Opened:
+    from tolk.translation import opendocument
+
+    return opendocument.open_file(filename, data, max_unzipped)
+
+
+def _open_epub(filename: str, data: bytes, max_unzipped: int) -> Opened:
+    from tolk.translation import epub
+
+    return epub.open_file(filename, data, max_unzipped)
+
+
+def _open_xliff(filename: str, data: bytes, max_unzipped: int) -> Opened:
+    from tolk.translation import xliff
+
+    return xliff.open_file(filename, data, max_unzipped)
+
+
+def _open_locale(filename: str, data: bytes, max_unzipped: int) -> Opened:
+    from tolk.translation import locales
+
+    return locales.open_file(filename, data, max_unzipped)
+
+
+def _open_pdf(filename: str, data: bytes, max_unzipped: int) -> Opened:
+    from tolk.translation import pdf
+
+    return pdf.open_file(filename, data, max_unzipped)
+
+
+_OPENERS: dict[Kind, Callable[[str, bytes, int], Opened]] = {
     "docx": _open_docx,
     "pptx": _open_pptx,
     "xlsx": _open_xlsx,
     "po": _open_po,
+    "odt": _open_opendocument,
+    "odp": _open_opendocument,
+    "ods": _open_opendocument,
+    "epub": _open_epub,
+    "xliff": _open_xliff,
+    "json": _open_locale,
+    "yaml": _open_locale,
+    "pdf": _open_pdf,
 }

@@ -339,7 +339,7 @@ def _upload(params: Params) -> Upload:
     return Upload.of(
         file,
         params.text("filename"),
-        output_format=params.text("output_format"),
+        output_format=params.text("output_format") or "",
         unsupported=lambda filename: InvalidRequest(
             f"Invalid file data: '{filename}' is not a type tolk translates "
             f"({' '.join(FILE_TYPES)}; name the file with its extension)"

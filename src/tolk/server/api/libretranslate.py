@@ -223,8 +223,9 @@ async def translate_file_route(
         memory=gateway.memory_mode(request),
     )
     result = await gateway.translate_file(request, caller, upload, asked)
-    doc = documents_of(request).put(caller.owner, upload.filename, result)
-    url = f"{str(request.base_url).rstrip('/')}/download_file/{doc.id}.{quote(upload.filename)}"
+    name = result.name(upload.filename)  # a PDF comes back as a .docx
+    doc = documents_of(request).put(caller.owner, name, result)
+    url = f"{str(request.base_url).rstrip('/')}/download_file/{doc.id}.{quote(name)}"
     return JSONResponse({"translatedFileUrl": url})
 
 

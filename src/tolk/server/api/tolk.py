@@ -233,12 +233,13 @@ async def detect(body: DetectRequest, gateway: GatewayDep, caller: TolkCallerDep
     responses={
         200: {
             "content": {t.media_type.split(";")[0]: {} for t in FILE_TYPES.values()},
-            "description": "The translated file: same name, type and structure.",
+            "description": "The translated file: same name, type and structure (a PDF comes "
+            "back as a .docx).",
         },
         415: {"model": ErrorResponse, "description": "A file type tolk does not translate"},
         **ERROR_RESPONSES,
     },
-    summary="Translate a file: .txt, .md, .html, .srt, .vtt, .docx, .pptx, .xlsx, .po",
+    summary=f"Translate a file: {', '.join(FILE_TYPES)}",
 )
 async def translate_file_route(
     request: Request,
