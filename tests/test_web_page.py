@@ -1,15 +1,17 @@
 """The page at `/`, driven in Debian's headless chromium through chromedriver (selenium),
-against the main server: translate, swap languages, detect.
+against the main server: translate, swap languages, detect, translate a file.
 
 Chromium comes from Debian's packages (`chromium`, `chromium-driver`), which .ci/run
 installs; where they are missing the test is skipped, unless TOLK_REQUIRE_BROWSER=1 (CI)."""
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import tempfile
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 from selenium import webdriver
@@ -19,6 +21,7 @@ from selenium.webdriver.support.select import Select
 from selenium.webdriver.support.wait import WebDriverWait
 
 from tests.helpers import InProcessServer
+from tolk.translation.files import FILE_TYPES
 
 CHROMIUM, CHROMEDRIVER = "/usr/bin/chromium", "/usr/bin/chromedriver"
 
@@ -88,4 +91,28 @@ def test_translate_swap_and_detect_in_a_browser(
     browser.find_element(By.ID, "detect").click()
     wait.until(lambda d: d.find_element(By.ID, "detected").text.startswith("French"))
     assert source.first_selected_option.get_attribute("value") == "fr"
+    assert not browser.find_element(By.ID, "error").is_displayed()
+
+
+def test_translate_a_file_in_a_browser(
+    browser: webdriver.Chrome, edge_server: InProcessServer, tmp_path: Path
+) -> None:
+    """The file picker offers every type the server translates (from its settings), and a
+    chosen file comes back as a download under its name."""
+    wait = WebDriverWait(browser, 60)
+    browser.get(edge_server.url + "/")
+    picker = browser.find_element(By.ID, "file")
+    wait.until(lambda d: picker.get_attribute("accept"))
+    assert picker.get_attribute("accept") == ",".join(FILE_TYPES)
+    assert ".pdf" in browser.find_element(By.ID, "file-hint").text
+    wait.until(lambda d: len(Select(d.find_element(By.ID, "target")).options) > 3)
+    Select(browser.find_element(By.ID, "target")).select_by_value("de")
+    strings = tmp_path / "strings.json"
+    strings.write_text(json.dumps({"greeting": "Hello, how are you today?"}), encoding="utf-8")
+    picker.send_keys(str(strings))
+    browser.find_element(By.ID, "file-translate").click()
+    wait.until(lambda d: d.find_element(By.ID, "file-link").is_displayed())
+    link = browser.find_element(By.ID, "file-link")
+    assert link.text == "Download strings.json"
+    assert link.get_attribute("download") == "strings.json"
     assert not browser.find_element(By.ID, "error").is_displayed()

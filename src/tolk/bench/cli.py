@@ -329,9 +329,18 @@ def documents_command(
         Path | None,
         typer.Option(help="Model directory whose tokenizer counts tokens for the cost figure."),
     ] = Path("models/demo"),
+    files: Annotated[
+        bool,
+        typer.Option(help="Also a sample file of each kind, alone and all at once."),
+    ] = True,
+    target: Annotated[str, typer.Option(help="The files' target language.")] = "de",
+    only_files: Annotated[
+        bool, typer.Option(help="Only the files (no idle, load and cost measurements).")
+    ] = False,
     out: OutOption = None,
 ) -> None:
-    """Whole documents: split vs its floor when idle, documents/s under load, segmenting cost."""
+    """Whole documents: split vs its floor when idle, documents/s under load, segmenting cost,
+    and a file of each kind (its translation kept beside the report, in translated/)."""
     from tolk.bench import documents as bench_documents
 
     has_tokenizer = tokenizer is not None and (tokenizer / "tokenizer.json").exists()
@@ -345,6 +354,9 @@ def documents_command(
             documents,
             tokenizer if has_tokenizer else None,
             progress,
+            file_target=target if files or only_files else None,
+            keep=out_dir / "translated",
+            only_files=only_files,
         ),
         bench_documents.table,
         bench_documents.write,

@@ -12,6 +12,11 @@ Three measurements, each in the issue's terms:
    is retried after its Retry-After, as a client should, and counted.
 3. **Cost**: segmenting and reassembling (parse, plan, render, with the model's tokenizer
    counting tokens as the server does) in this process, per 10 KB of text.
+4. **Files**: a file of each kind tolk translates (src/tolk/data/samples, made by
+   scripts/make-samples.py: office files, OpenDocument, EPUB, PDF, XLIFF, gettext, locale
+   files, subtitles, markdown, HTML) through `/translate/file`, each alone, then all at once:
+   each kind's time, and whether they batch (all at once well under the sum of their times
+   alone). The translated files are written beside the report (`translated/`).
 """
 
 from __future__ import annotations
@@ -20,7 +25,8 @@ import asyncio
 import datetime as dt
 import json
 import time
-from pathlib import Path
+from importlib import resources
+from pathlib import Path, PurePath
 from typing import Any
 
 import aiohttp
@@ -222,6 +228,89 @@ def cost(workload: Workload, tokenizer_path: Path | None, rounds: int = 5) -> li
     return rows
 
 
+def samples() -> dict[str, bytes]:
+    """The sample files shipped with tolk, by name."""
+    folder = resources.files("tolk") / "data" / "samples"
+    return {f.name: f.read_bytes() for f in sorted(folder.iterdir(), key=lambda f: f.name)}
+
+
+MAX_RETRIES = 30  # 503 `overloaded` answers retried for one file before it counts as failed
+
+
+async def _file(
+    session: aiohttp.ClientSession, name: str, data: bytes, target: str
+) -> tuple[float, int, str, bytes, int]:
+    """The file through /translate/file: seconds (its retries' waits included), status, the
+    translated file's name and bytes, and how many 503 `overloaded` were retried after their
+    Retry-After, as a client should."""
+    started = time.perf_counter()
+    for retries in range(MAX_RETRIES + 1):
+        form = aiohttp.FormData()
+        form.add_field("file", data, filename=name)
+        form.add_field("source_lang", "en")
+        form.add_field("target_lang", target)
+        async with session.post("/translate/file", data=form) as response:
+            body = await response.read()
+            disposition = response.headers.get("Content-Disposition", "")
+            wait = float(response.headers.get("Retry-After", "1"))
+        if response.status != 503 or b'"overloaded"' not in body or retries == MAX_RETRIES:
+            break
+        await asyncio.sleep(wait)
+    elapsed = time.perf_counter() - started
+    named = disposition.rpartition("''")[2] or name
+    return elapsed, response.status, named, body, retries
+
+
+def _keep(folder: Path, translated: dict[str, bytes]) -> None:
+    folder.mkdir(parents=True, exist_ok=True)
+    for name, content in translated.items():
+        (folder / name).write_bytes(content)
+
+
+async def files(
+    session: aiohttp.ClientSession,
+    target: str,
+    keep: Path | None,
+    progress: Progress | None = None,
+) -> dict[str, Any]:
+    """Each sample file alone, then all of them at once; the translations kept in `keep`."""
+    found = samples()
+    advance = progress_callback(progress, "files", 2 * len(found))
+    rows: dict[str, dict[str, Any]] = {}
+    translated: dict[str, bytes] = {}
+    for name, data in found.items():
+        seconds, status, named, body, _ = await _file(session, name, data, target)
+        rows[name] = {"file": name, "bytes": len(data), "status": status, "alone_s": seconds}
+        if status == 200:
+            stem, suffix = PurePath(name).stem, PurePath(named).suffix
+            translated[f"{stem}.{target}{suffix}"] = body
+        else:
+            rows[name]["error"] = body[:300].decode("utf-8", "replace")
+        advance(1)
+    if keep is not None:
+        await asyncio.to_thread(_keep, keep, translated)
+
+    async def together(name: str, data: bytes) -> None:
+        seconds, status, _, _, retries = await _file(session, name, data, target)
+        rows[name]["together_s"], rows[name]["together_status"] = seconds, status
+        rows[name]["overloaded_retries"] = retries
+        advance(1)
+
+    started = time.perf_counter()
+    await asyncio.gather(*(together(name, data) for name, data in found.items()))
+    wall = time.perf_counter() - started
+    alone = sum(r["alone_s"] for r in rows.values())
+    return {
+        "target": target,
+        "rows": list(rows.values()),
+        "alone_sum_s": alone,
+        "together_wall_s": wall,
+        "together_over_alone": wall / alone if alone else None,
+        "errors": sum(r["status"] != 200 or r["together_status"] != 200 for r in rows.values()),
+        "overloaded_retries": sum(r["overloaded_retries"] for r in rows.values()),
+    }
+
+
 def _label(item: WorkItem) -> str:
     return (
         f"{item.source_lang}>{item.target_lang} {item.format} {len(item.text.encode()) // 1000} KB"
@@ -235,28 +324,37 @@ async def run_documents(
     documents: int,
     tokenizer_path: Path | None,
     progress: Progress | None = None,
+    *,
+    file_target: str | None = "de",
+    keep: Path | None = None,
+    only_files: bool = False,
 ) -> dict[str, Any]:
+    """The three measurements (not with `only_files`), and the files' where `file_target` is
+    given (their translations kept in `keep`)."""
     timeout = aiohttp.ClientTimeout(total=3600)
-    async with aiohttp.ClientSession(
-        base_url=url, timeout=timeout, headers=BYPASS_MEMORY
-    ) as session:
-        idle_rows = await idle(session, workload, progress)
-        loaded = await load(session, workload, concurrency, documents, progress)
-    return {
+    results: dict[str, Any] = {
         "schema": SCHEMA,
         "started_at": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
         "url": url,
-        "idle": idle_rows,
-        "load": loaded,
-        "cost": cost(workload, tokenizer_path),
     }
+    async with aiohttp.ClientSession(
+        base_url=url, timeout=timeout, headers=BYPASS_MEMORY
+    ) as session:
+        if not only_files:
+            results["idle"] = await idle(session, workload, progress)
+            results["load"] = await load(session, workload, concurrency, documents, progress)
+        if file_target is not None:
+            results["files"] = await files(session, file_target, keep, progress)
+    if not only_files:
+        results["cost"] = cost(workload, tokenizer_path)
+    return results
 
 
 def table(results: dict[str, Any]) -> Table:
     out = Table(title="tolk bench documents")
     for column in ("measure", "document", "figures"):
         out.add_column(column)
-    for row in results["idle"]:
+    for row in results.get("idle", ()):
         none = f"{row['none_s']:.2f} s" if row["none_s"] is not None else "n/a"
         if row["none_s"] is None and row["document"].split()[1] == "text":
             none = "does not fit the context"
@@ -266,18 +364,36 @@ def table(results: dict[str, Any]) -> Table:
             f"{row['segments']} segments: {row['split_s']:.2f} s split, floor "
             f"{row['floor_s']:.2f} s, ratio {row['split_over_floor']:.2f}; split none {none}",
         )
-    loaded = results["load"]
-    out.add_row(
-        "load",
-        f"{loaded['concurrency']} at once, {loaded['documents']} documents",
-        f"{loaded['documents_per_s']:.2f} documents/s, {loaded['segments_per_s']:.1f} segments/s, "
-        f"p50 {loaded['latency_p50_s']:.1f} s, p95 {loaded['latency_p95_s']:.1f} s, running "
-        f"{loaded['mean_running']:.1f} waiting {loaded['mean_waiting']:.1f} (mean while busy), "
-        f"{loaded['overloaded_retries']} overloaded retries",
-    )
-    for row in results["cost"]:
+    loaded = results.get("load")
+    if loaded:
+        out.add_row(
+            "load",
+            f"{loaded['concurrency']} at once, {loaded['documents']} documents",
+            f"{loaded['documents_per_s']:.2f} documents/s, {loaded['segments_per_s']:.1f} "
+            f"segments/s, p50 {loaded['latency_p50_s']:.1f} s, p95 {loaded['latency_p95_s']:.1f} "
+            f"s, running {loaded['mean_running']:.1f} waiting {loaded['mean_waiting']:.1f} (mean "
+            f"while busy), {loaded['overloaded_retries']} overloaded retries",
+        )
+    for row in results.get("cost", ()):
         out.add_row(
             "cost", row["document"], f"{row['ms']:.2f} ms, {row['ms_per_10kb']:.2f} ms per 10 KB"
+        )
+    by_file = results.get("files")
+    if by_file:
+        for row in by_file["rows"]:
+            figures = (
+                f"{row['bytes']:,} bytes: {row['alone_s']:.2f} s alone, "
+                f"{row.get('together_s', float('nan')):.2f} s with the others"
+            )
+            if row["status"] != 200:
+                figures = f"HTTP {row['status']}: {row.get('error', '')[:120]}"
+            out.add_row("file", row["file"], figures)
+        out.add_row(
+            "files",
+            f"{len(by_file['rows'])} at once, into {by_file['target']}",
+            f"{by_file['together_wall_s']:.2f} s, against {by_file['alone_sum_s']:.2f} s one "
+            f"after another ({by_file['together_over_alone']:.2f}); {by_file['errors']} errors, "
+            f"{by_file['overloaded_retries']} overloaded retries",
         )
     return out
 
@@ -293,6 +409,8 @@ def write(results: dict[str, Any], out_dir: Path) -> list[Path]:
     out_dir.mkdir(parents=True, exist_ok=True)
     path = out_dir / "documents.json"
     path.write_text(json.dumps(results, indent=2))
+    if "load" not in results:
+        return [path]
     points = results["load"]["timeline"]
     fig, ax = plt.subplots(figsize=(9, 3.5))
     ax.plot([p["t"] for p in points], [p["running"] for p in points], label="running")

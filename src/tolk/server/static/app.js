@@ -111,6 +111,23 @@ function swap() {
   }
 }
 
+// The translated file's name as the server gives it (a PDF comes back as a .docx).
+function downloadName(response, fallback) {
+  const header = response.headers.get("Content-Disposition") || "";
+  const found = /filename\*=UTF-8''([^;]+)/i.exec(header);
+  return found ? decodeURIComponent(found[1]) : fallback;
+}
+
+// The file types the server translates (LibreTranslate's settings list them), as the
+// file picker's filter and its hint.
+async function loadFormats() {
+  const response = await fetch("/frontend/settings");
+  if (!response.ok) return;
+  const formats = (await response.json()).supportedFilesFormat || [];
+  $("file").accept = formats.join(",");
+  $("file-hint").textContent = `${formats.join(" ")}: formatting kept.`;
+}
+
 async function translateFile() {
   showError("");
   const file = $("file").files[0];
@@ -125,9 +142,10 @@ async function translateFile() {
   $("status").textContent = "";
   if (!response.ok) return showError(await failure(response));
   const link = $("file-link");
+  const name = downloadName(response, file.name);
   link.href = URL.createObjectURL(await response.blob());
-  link.download = file.name;
-  link.textContent = `Download ${file.name}`;
+  link.download = name;
+  link.textContent = `Download ${name}`;
   link.hidden = false;
   timing(started, response);
 }
@@ -138,3 +156,4 @@ $("translate").addEventListener("click", translate);
 $("detect").addEventListener("click", detect);
 $("file-translate").addEventListener("click", translateFile);
 loadLanguages().catch((e) => showError(`Could not load the languages: ${e}`));
+loadFormats().catch(() => {});  // without the list, any file may be chosen: the server says no
