@@ -13,10 +13,10 @@ import sqlalchemy
 from tests.helpers import REPO, run_tolk
 from tolk.detect import Detector
 from tolk.errors import InvalidKey, KeyRequired, QuotaExceeded, RateLimited
-from tolk.keys import KeyStore, hash_key
 from tolk.server.access import UNLIMITED, Access
 from tolk.server.middleware import RedactQuery
-from tolk.store import url_of
+from tolk.store.database import url_of
+from tolk.store.keys import KeyStore, hash_key
 
 SERVED = ["en", "de", "fr", "es", "pt", "zh", "ne"]
 CASE_STUDY = REPO / "src/tolk/data/case_study"

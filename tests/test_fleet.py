@@ -19,7 +19,7 @@ import yaml
 
 from tests.helpers import REPO, model_config, runtime_env, still_running
 from tests.support.polling import wait_until_sync
-from tolk.fleet_cli import READY
+from tolk.cli.fleet import READY
 from tolk.local.fleet import place, visible_gpus
 
 URL_ROW = re.compile(r"│ (?P<what>[^│]+?) +│ (?P<url>http://127\.0\.0\.1:\d+) +│")

@@ -13,9 +13,9 @@ import pytest
 from tests.helpers import InProcessServer, model_config, server_config
 from tests.postgres import fresh_database
 from tests.support.polling import wait_until_sync
-from tolk.keys import SYNC_SECONDS, KeyStore
 from tolk.local.processes import LocalServer, free_port, start_proxy
-from tolk.memory import FLUSH_SECONDS, SegmentMemory
+from tolk.store.keys import SYNC_SECONDS, KeyStore
+from tolk.store.segment_cache import FLUSH_SECONDS, SegmentMemory
 
 WAIT = 30.0  # a condition the servers reach within SYNC_SECONDS / FLUSH_SECONDS, generously
 

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from tolk.errors import PayloadTooLarge
-from tolk.keys import GlossaryDictionary, KeyStore, StyleRule
+from tolk.store.keys import GlossaryDictionary, KeyStore, StyleRule
 
 
 def _dictionary(entries: int, width: int = 10) -> list[GlossaryDictionary]:

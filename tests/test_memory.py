@@ -1,5 +1,5 @@
-"""The segment memory (tolk.memory): the store on its own (SQLite in memory and in a file),
-then a server over stand-in engines (in-process, named so) with the memory on: a segment
+"""The segment memory (tolk.store.segment_cache): the store on its own (SQLite in memory and
+in a file), then a server over stand-in engines (in-process, named so) with the memory on: a segment
 translated once is answered without the engine, whatever the API; what decides a translation
 is in its key; a flagged output is never remembered; requests can bypass it."""
 
@@ -16,7 +16,7 @@ import pytest
 from tests.helpers import InProcessServer, metric_samples, model_config, run_tolk, server_config
 from tests.support.polling import wait_until_sync
 from tolk.local.processes import free_port
-from tolk.memory import Remembered, SegmentMemory, memory_key, model_revision
+from tolk.store.segment_cache import Remembered, SegmentMemory, memory_key, model_revision
 from tolk.testing.fake_engine import FakeLLM
 
 # --- The store ------------------------------------------------------------------------------

@@ -194,8 +194,8 @@ def test_a_rewrite_asks_for_the_rewrite_not_a_translation() -> None:
 
 
 def test_a_style_rule_becomes_prompt_instructions() -> None:
-    from tolk.keys import CustomInstruction, StyleRule
     from tolk.server.api.deepl import rule_instructions
+    from tolk.store.keys import CustomInstruction, StyleRule
 
     rule = StyleRule(
         "id",

@@ -26,8 +26,8 @@ import pytest
 
 from tests.helpers import InProcessServer, model_config, server_config
 from tests.support.clients import http_client
-from tolk.keys import KeyStore
 from tolk.local.processes import free_port
+from tolk.store.keys import KeyStore
 from tolk.testing.fake_engine import FakeLLM
 
 QUOTA = 300

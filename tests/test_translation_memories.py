@@ -1,7 +1,7 @@
-"""Translation memories (tolk.tm): TMX read with its inline markup dropped, `tolk memories`,
-and DeepL's `/v3/translation_memories` and `translation_memory_id`/`_threshold` through the
-real `deepl` client, on a server over stand-in engines (in-process, named so; its prompts are
-read back from the stand-in): an exact match is the translation, a close one the model's
+"""Translation memories (tolk.store.memories): TMX read with its inline markup dropped, `tolk
+memories`, and DeepL's `/v3/translation_memories` and `translation_memory_id`/`_threshold`
+through the real `deepl` client, on a server over stand-in engines (in-process, named so; its
+prompts are read back from the stand-in): an exact match is the translation, a close one the model's
 reference, a far one nothing."""
 
 from __future__ import annotations
@@ -16,9 +16,9 @@ import pytest
 from transformers import AutoTokenizer
 
 from tests.helpers import REPO, InProcessServer, model_config, run_tolk, server_config
-from tolk.keys import KeyStore
 from tolk.local.processes import free_port
-from tolk.tm import TranslationMemories, read_tmx
+from tolk.store.keys import KeyStore
+from tolk.store.memories import TranslationMemories, read_tmx
 
 TMX = REPO / "tests" / "data" / "memory.tmx"
 SAVED = "The batch size is tuned by the server."

@@ -25,10 +25,10 @@ from tolk.errors import (
     UnknownTranslationMemory,
     UnsupportedLanguagePair,
 )
-from tolk.memory import SegmentMemory
-from tolk.store import Database
+from tolk.store.database import Database
+from tolk.store.memories import TranslationMemories
+from tolk.store.segment_cache import SegmentMemory
 from tolk.testing.fake_engine import FakeCompletion, FakeEngines, FakeLLM, FakeOutput
-from tolk.tm import TranslationMemories
 from tolk.translation.policy import Limits
 from tolk.translation.request import GlossaryRequest, MemoryRequest, TranslationRequest
 from tolk.translation.results import SegmentDone

@@ -456,7 +456,7 @@ def valid_rate(value: str | None) -> str | None:
 
 
 class StoreSettings(_Strict):
-    """Where a fleet keeps what its servers share (tolk.store)."""
+    """Where a fleet keeps what its servers share (tolk.store.database)."""
 
     url: str | None = Field(
         None,
@@ -467,7 +467,7 @@ class StoreSettings(_Strict):
 
 
 class MemorySettings(_Strict):
-    """The segment memory (tolk.memory): translated segments are not sent to the engine
+    """The segment memory (tolk.store.segment_cache): translated segments are not sent to the engine
     again, across requests, restarts and (with a shared database) servers."""
 
     enabled: bool = Field(True, description="Look segments up before the engine; store them.")

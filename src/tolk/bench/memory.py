@@ -1,4 +1,5 @@
-"""`tolk bench memory`: what the segment memory (tolk.memory) saves, on traffic that repeats.
+"""`tolk bench memory`: what the segment memory (tolk.store.segment_cache) saves, on traffic
+that repeats.
 
 Two workloads against a running tolk server, each measured side by side in one run:
 

@@ -7,7 +7,7 @@ key that is sent must be valid: a typo is a 403, never a silent fall-back to ano
 
 Rates use the `limits` library's moving window (the one flask-limiter and so LibreTranslate
 use), in this process's memory: a key's rate holds per server. Quotas are characters of
-source text per period, kept in the key store (tolk.keys). A request's characters are
+source text per period, kept in the key store (tolk.store.keys). A request's characters are
 reserved when it is admitted: it is admitted only if the characters used, those reserved by
 the key's requests in flight and its own fit the quota (one step, so concurrent requests
 cannot pass it together); when it ends, what it was charged becomes usage and the rest is
@@ -27,7 +27,7 @@ from limits.storage import MemoryStorage
 from limits.strategies import MovingWindowRateLimiter
 
 from tolk.errors import InvalidKey, KeyRequired, QuotaExceeded, RateLimited
-from tolk.keys import Key, KeyStore, Period, Reservation, period_start
+from tolk.store.keys import Key, KeyStore, Period, Reservation, period_start
 from tolk.wire.bodies import check_text
 
 # What /v2/usage reports as the limit of a caller without a quota: DeepL Pro's own

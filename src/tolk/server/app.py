@@ -28,8 +28,6 @@ from tolk.engine import (
 )
 from tolk.engine.supervisor import RestartPolicy, Supervisor
 from tolk.errors import ClientDisconnected
-from tolk.keys import SYNC_SECONDS, KeyStore
-from tolk.memory import FLUSH_SECONDS, SegmentMemory
 from tolk.server.access import Access
 from tolk.server.api import (
     deepl,
@@ -50,7 +48,9 @@ from tolk.server.lifecycle import Lifecycle
 from tolk.server.loopwatch import StallWatch
 from tolk.server.metrics import CONCURRENCY_SAMPLE_INTERVAL, LOOP_SAMPLE_INTERVAL, ServiceMetrics
 from tolk.server.middleware import BodySizeLimit, BodyTimeout, RequestAccounting, Shedding
-from tolk.tm import TranslationMemories
+from tolk.store.keys import SYNC_SECONDS, KeyStore
+from tolk.store.memories import TranslationMemories
+from tolk.store.segment_cache import FLUSH_SECONDS, SegmentMemory
 from tolk.translation import Limits, Translator
 from tolk.translation.service import NamedGlossary
 from tolk.wire.endpoints import ApiDispatch

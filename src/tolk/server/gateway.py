@@ -32,15 +32,15 @@ from tolk.config import TolkConfig
 from tolk.detect import Detection
 from tolk.engine import ModelPool
 from tolk.errors import InvalidKey, InvalidRequest, Overloaded, TolkError
-from tolk.keys import KeyStore, Period
 from tolk.languages import Lang, lang
-from tolk.memory import partition
 from tolk.server.access import Access, Caller
 from tolk.server.documents import DocumentStore, StoredDocument
 from tolk.server.lifecycle import Lifecycle
 from tolk.server.metrics import ServiceMetrics
 from tolk.server.params import ParamsDep
-from tolk.tm import TranslationMemories
+from tolk.store.keys import KeyStore, Period
+from tolk.store.memories import TranslationMemories
+from tolk.store.segment_cache import partition
 from tolk.translation import Translation, Translator
 from tolk.translation.chat import ChatCompletion
 from tolk.translation.files import (

@@ -27,9 +27,13 @@ class Done:
     found: tuple[str, ...] = ()
     retried: bool = False
     alternatives: tuple[str, ...] = ()
-    from_memory: bool = False  # came from the segment memory (tolk.memory), not the engine
+    from_memory: bool = (
+        False  # came from the segment memory (tolk.store.segment_cache), not the engine
+    )
     looked_up: bool = False  # was looked up in the memory (and missed)
-    from_tm: bool = False  # an exact match in the request's translation memory (tolk.tm)
+    from_tm: bool = (
+        False  # an exact match in the request's translation memory (tolk.store.memories)
+    )
 
 
 Via = Literal["whole", "plain", "runs", "original"]

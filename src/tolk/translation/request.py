@@ -14,14 +14,15 @@ from tolk.translation.html_format import DEFAULT_RULES, TagRules
 from tolk.translation.prompts import NO_INSTRUCTIONS, Instructions
 from tolk.translation.segment import SplitMode
 
-# The segment memory (tolk.memory): looked up and written ("use"), written only ("refresh":
-# translated anew, as HTTP's Cache-Control: no-cache), or neither ("off": no-store).
+# The segment memory (tolk.store.segment_cache): looked up and written ("use"), written only
+# ("refresh": translated anew, as HTTP's Cache-Control: no-cache), or neither ("off": no-store).
 MemoryMode = Literal["use", "refresh", "off"]
 
 
 @dataclass(frozen=True)
 class MemoryRequest:
-    """A translation memory the request names (tolk.tm) and its match threshold (0-100)."""
+    """A translation memory the request names (tolk.store.memories) and its match threshold
+    (0-100)."""
 
     id: str
     threshold: float

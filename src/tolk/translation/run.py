@@ -26,7 +26,7 @@ from tolk.config import PlaceholderSyntax
 from tolk.engine import Generation, ModelEngine
 from tolk.errors import PayloadTooLarge
 from tolk.languages import Lang
-from tolk.tm import Match
+from tolk.store.memories import Match
 from tolk.translation.checks import LOOP_MIN_CHARS, Verdict, loop_span, strip_cut_characters
 from tolk.translation.document import PLACEHOLDER, from_model
 from tolk.translation.fidelity import Attempt, firmer, lost_placeholders, select
@@ -261,8 +261,8 @@ class SegmentRun:
     async def recall(
         self, index: int, text: str, told: Instructions
     ) -> tuple[EngineJob, str, Done | None]:
-        """The segment's job and its key in the segment memory (tolk.memory), and what the
-        memory has for it if it is looked up. Looked up before waiting for an engine slot:
+        """The segment's job and its key in the segment memory (tolk.store.segment_cache), and
+        what the memory has for it if it is looked up. Looked up before waiting for an engine slot:
         a hit needs none."""
         memory = self._memory
         assert memory is not None

@@ -33,8 +33,8 @@ from tolk.detect import Detection, Detector
 from tolk.engine import ModelEngine, ModelPool
 from tolk.errors import InvalidRequest, UnknownGlossary, UnknownTranslationMemory
 from tolk.languages import Lang, lang, request_lang
-from tolk.memory import SegmentMemory, memory_key, model_revision
-from tolk.tm import TranslationMemories
+from tolk.store.memories import TranslationMemories
+from tolk.store.segment_cache import SegmentMemory, memory_key, model_revision
 from tolk.translation import chat
 from tolk.translation.chat import ChatCompletion
 from tolk.translation.checks import OutputChecks
@@ -119,7 +119,7 @@ class Translator:
         and bounded by the request size limits."""
         loop = asyncio.get_running_loop()
         # In the caller's context, as asyncio.to_thread runs it (the segment memory's
-        # partition is a context variable: tolk.memory.partition).
+        # partition is a context variable: tolk.store.segment_cache.partition).
         context = contextvars.copy_context()
         call = functools.partial(context.run, fn, *args)
         return await loop.run_in_executor(self._prepare, call)
@@ -314,8 +314,8 @@ class Translator:
             )
 
     def memory_key(self, engine: ModelEngine, text: str, job: EngineJob) -> str:
-        """Everything that decides a segment's translation (tolk.memory): the model and its
-        revision, the segment, the exact prompt and budget, the decoding and checking."""
+        """Everything that decides a segment's translation (tolk.store.segment_cache): the model
+        and its revision, the segment, the exact prompt and budget, the decoding and checking."""
         model = self._models.get(engine.name)
         if model is None:  # once per engine: reading the weights' files is not per segment
             model = self._models[engine.name] = {

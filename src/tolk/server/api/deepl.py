@@ -30,7 +30,6 @@ from fastapi import APIRouter, Request, Response
 from fastapi.responses import JSONResponse
 
 from tolk.errors import InvalidRequest, NotFound, TolkError
-from tolk.keys import GlossaryDictionary, KeyStore, StoredGlossary, StyleRule
 from tolk.languages import Lang, lang
 from tolk.server.access import Caller
 from tolk.server.api.deepl_bodies import UPLOAD_FIELDS, DeepLDocument, DeepLTranslate, deepl_lang
@@ -45,6 +44,7 @@ from tolk.server.gateway import (
     attachment,
 )
 from tolk.server.params import MULTIPART_MEDIA, Params, ParamsDep, openapi_body
+from tolk.store.keys import GlossaryDictionary, KeyStore, StoredGlossary, StyleRule
 from tolk.translation.files import FILE_TYPES
 from tolk.translation.prompts import FORMAL_REGISTERS, INSTRUCTED, Instructions
 from tolk.translation.request import TranslationRequest

@@ -17,7 +17,7 @@ from pydantic import BeforeValidator, Field, ValidationInfo, field_validator, mo
 from tolk.errors import InvalidLanguage, InvalidRequest
 from tolk.languages import Lang, request_lang
 from tolk.server.params import MANY, ParamsModel, strings_of, text_field, text_of
-from tolk.tm import DEFAULT_THRESHOLD
+from tolk.store.memories import DEFAULT_THRESHOLD
 from tolk.translation.html_format import TagRules
 from tolk.translation.prompts import Instructions
 from tolk.translation.request import GlossaryRequest, MemoryRequest

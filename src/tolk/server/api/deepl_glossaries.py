@@ -23,7 +23,6 @@ from fastapi.responses import JSONResponse
 
 from tolk.engine import ModelPool
 from tolk.errors import InvalidRequest, NotFound
-from tolk.keys import GlossaryDictionary, KeyStore, StoredGlossary
 from tolk.server.access import Caller
 from tolk.server.api.deepl import deepl_time, parse_entries
 from tolk.server.api.deepl_bodies import (
@@ -35,6 +34,7 @@ from tolk.server.api.deepl_bodies import (
 )
 from tolk.server.gateway import DeepLCallerDep, Gateway, GatewayDep, PoolDep, StoreDep
 from tolk.server.params import ParamsDep, openapi_body
+from tolk.store.keys import GlossaryDictionary, KeyStore, StoredGlossary
 
 router = APIRouter(prefix="/v3/glossaries", tags=["DeepL API v3: glossaries"])
 

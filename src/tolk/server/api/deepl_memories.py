@@ -1,5 +1,5 @@
 """DeepL API v3's translation memories (`/v3/translation_memories`, the client's
-`list_translation_memories`), over tolk's (tolk.tm): TMX files an operator imports with
+`list_translation_memories`), over tolk's (tolk.store.memories): TMX files an operator imports with
 `tolk memories import`, listed for every key, and used by `/v2/translate`'s
 `translation_memory_id` and `translation_memory_threshold` (DeepL makes memories in its web
 app; so does tolk's command line, not the API)."""

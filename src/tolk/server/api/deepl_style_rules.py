@@ -21,7 +21,6 @@ from fastapi import APIRouter, Request, Response
 from fastapi.responses import JSONResponse
 
 from tolk.errors import InvalidRequest, NotFound, TolkError
-from tolk.keys import CustomInstruction, KeyStore, StyleRule
 from tolk.server.access import Caller
 from tolk.server.api.deepl import PARAMS_BODY, deepl_time
 from tolk.server.api.deepl_bodies import (
@@ -33,6 +32,7 @@ from tolk.server.api.deepl_bodies import (
 )
 from tolk.server.gateway import DeepLCallerDep, PoolDep, StoreDep
 from tolk.server.params import ParamsDep, openapi_body
+from tolk.store.keys import CustomInstruction, KeyStore, StyleRule
 
 router = APIRouter(prefix="/v3/style_rules", tags=["DeepL API v3: style rules"])
 

@@ -20,8 +20,8 @@ sets around each caller's work, tolk.server.gateway): every read and write of th
 made under the key that names both it and the segment (`_stored`), so the code that builds
 a segment's key (tolk.translation.service, memory_key) need not know about callers.
 
-The store is a SQL table (tolk.store: SQLite in memory by default, or a file; PostgreSQL for
-a fleet's shared store). The server never touches the
+The store is a SQL table (tolk.store.database: SQLite in memory by default, or a file;
+PostgreSQL for a fleet's shared store). The server never touches the
 database on its event loop: lookups run in a thread behind an in-process LRU cache, new
 translations are kept in memory and written by `flush()` (run every FLUSH_SECONDS in a
 thread), in one transaction, which also records when entries were last used and drops the
@@ -56,7 +56,7 @@ from sqlalchemy import (
     update,
 )
 
-from tolk.store import Database
+from tolk.store.database import Database
 
 FLUSH_SECONDS = 1.0
 PRUNE_SECONDS = 60.0

@@ -1,4 +1,4 @@
-"""Translation memories the user brings: TMX files imported into the store (tolk.store: the
+"""Translation memories the user brings: TMX files imported into the store (tolk.store.database: the
 key store's database, so a fleet on PostgreSQL shares them), listed through DeepL's
 `/v3/translation_memories`, and used by translations that name one (`translation_memory_id`,
 `translation_memory_threshold`, as DeepL's API takes them).
@@ -43,7 +43,7 @@ from sqlalchemy import (
 )
 
 from tolk.languages import lang
-from tolk.store import Database
+from tolk.store.database import Database
 
 DEFAULT_THRESHOLD = 75  # DeepL's default for translation_memory_threshold
 XML_LANG = "{http://www.w3.org/XML/1998/namespace}lang"

@@ -1,4 +1,4 @@
-"""`tolk memories import/list/delete`: translation memories (TMX files, tolk.tm) in the
+"""`tolk memories import/list/delete`: translation memories (TMX files, tolk.store.memories) in the
 server's store (`store.url` or `access.db` of `--config`, or `--db`). Servers using the store
 see a new memory at once: requests name it by the id `import` prints."""
 
@@ -13,9 +13,9 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
+from tolk.cli.keys import ConfigOption, DbOption, open_store, when
 from tolk.failing import fail
-from tolk.keys_cli import ConfigOption, DbOption, open_store, when
-from tolk.tm import TranslationMemories
+from tolk.store.memories import TranslationMemories
 
 app = typer.Typer(help="Translation memories: TMX files that translations can name.")
 

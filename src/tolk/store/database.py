@@ -1,9 +1,9 @@
 """The databases tolk keeps its state in, through SQLAlchemy Core: one code path for SQLite
 (embedded: a file for one server, or in memory) and PostgreSQL (a fleet's shared store).
 
-The key store (tolk.keys: keys, usage, API-made glossaries and style rules) and the segment
-memory (tolk.memory) each take an SQLAlchemy URL. Where the dialects differ (an upsert),
-SQLAlchemy spells both alike; this module makes the engines and the upsert.
+The key store (tolk.store.keys: keys, usage, API-made glossaries and style rules) and the segment
+memory (tolk.store.segment_cache) each take an SQLAlchemy URL. Where the dialects differ (an
+upsert), SQLAlchemy spells both alike; this module makes the engines and the upsert.
 """
 
 from __future__ import annotations

@@ -38,13 +38,13 @@ app = typer.Typer(
 
 def _add_subcommands() -> None:
     from tolk.bench.cli import app as bench_app
-    from tolk.deploy_cli import app as deploy_app
-    from tolk.fleet_cli import fleet_command
-    from tolk.keys_cli import app as keys_app
+    from tolk.cli.deploy import app as deploy_app
+    from tolk.cli.fleet import fleet_command
+    from tolk.cli.keys import app as keys_app
+    from tolk.cli.memories import app as memories_app
+    from tolk.cli.translate import translate_command
     from tolk.models.cli import fetch_model_command
     from tolk.proxy.cli import proxy_command
-    from tolk.tm_cli import app as memories_app
-    from tolk.translate_cli import translate_command
     from tolk.tune.cli import tune_command
 
     app.add_typer(bench_app, name="bench")

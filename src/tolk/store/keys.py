@@ -1,5 +1,6 @@
 """API keys, their usage, and glossaries and style rules made through the DeepL API: the key
-store, in a SQLite file for one server or PostgreSQL for a fleet (tolk.store: one code path).
+store, in a SQLite file for one server or PostgreSQL for a fleet (tolk.store.database: one
+code path).
 
 A server never touches the database on its event loop: keys, usage counts, glossaries and
 style rules are read from memory, usage is added in memory, and `sync()` (run every
@@ -55,7 +56,7 @@ from sqlalchemy import (
 from sqlalchemy.exc import IntegrityError
 
 from tolk.errors import PayloadTooLarge
-from tolk.store import Database, url_of
+from tolk.store.database import Database, url_of
 
 Period = Literal["month", "day"]
 SYNC_SECONDS = 1.0
@@ -286,7 +287,7 @@ class KeyStore:
 
     @property
     def database(self) -> Database:
-        """The store's database, which translation memories (tolk.tm) share."""
+        """The store's database, which translation memories (tolk.store.memories) share."""
         return self._db
 
     @contextmanager

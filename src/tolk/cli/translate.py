@@ -72,7 +72,8 @@ def translate_command(
     jobs: Annotated[int, typer.Option(min=1, help="Files translated at once.")] = 4,
     timeout: Annotated[float, typer.Option(help="Seconds per file (the server caps it).")] = 600,
 ) -> None:
-    """Translate files, keeping their format: markdown, HTML, subtitles, Word documents."""
+    """Translate files, keeping their format: text, markup, subtitles, office files,
+    OpenDocument, EPUB, PDF (into .docx), XLIFF, gettext and locale files."""
     if (url is None) == (config is None):
         raise typer.BadParameter("give --url of a running server or --config to start one")
     planned = []

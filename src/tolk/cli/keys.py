@@ -1,4 +1,4 @@
-"""`tolk keys add/list/revoke`: API keys in the server's key store (tolk.keys).
+"""`tolk keys add/list/revoke`: API keys in the server's key store (tolk.store.keys).
 
 The store is the configuration's `store.url` or `access.db` (`--config`), or a SQLite file or
 database URL given with `--db`.
@@ -18,7 +18,7 @@ from rich.table import Table
 
 from tolk.config import ConfigError, load_config, valid_rate
 from tolk.failing import fail
-from tolk.keys import Key, KeyStore, Period
+from tolk.store.keys import Key, KeyStore, Period
 
 app = typer.Typer(help="API keys: each with a character quota per period and a request rate.")
 DbOption = Annotated[
