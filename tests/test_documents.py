@@ -349,10 +349,16 @@ def test_a_blank_translation_never_empties_a_cue() -> None:
 def test_vtt_cue_tags_are_placeholders_and_text_is_escaped() -> None:
     from tolk.translation.subtitles import parse_vtt
 
-    doc = parse_vtt((DOCUMENTS / "talk.vtt").read_text(encoding="utf-8"))
+    talk = (DOCUMENTS / "talk.vtt").read_text(encoding="utf-8")
+    doc = parse_vtt(talk, in_context=False)
     assert [u.masked for u in doc.units] == [
         "<g1>Welcome to the <g2>talk</g2> & thanks</g1>",
         "Is it fast? Very fast.",
+    ]
+    # In context the first cue, with no sentence end, goes on in the second (the cue
+    # boundary a placeholder: tests/test_subtitles_context.py).
+    assert [u.masked for u in parse_vtt(talk).units] == [
+        "<g1>Welcome to the <g2>talk</g2> & thanks</g1> <x3/> Is it fast? Very fast."
     ]
     out = translate_parsed("vtt", "00:01.000 --> 00:02.000\nHi\n", lambda s: "a<b & c -->")
     assert out == "00:01.000 --> 00:02.000\na&lt;b &amp; c →\n"

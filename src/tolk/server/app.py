@@ -126,6 +126,7 @@ def build_translator(
         prepare_threads=s.prepare_threads,
         max_unzipped_bytes=int(s.max_unzipped_bytes),
         turn_budget=s.turn_budget_ms / 1000,
+        subtitles_in_context=s.subtitles_in_context,
     )
     return Translator(
         pool,

@@ -170,7 +170,8 @@ async def _opened(translator: Translator, filename: str, data: bytes) -> tuple[F
             opener, filename, data, translator.limits.max_unzipped_bytes
         )
     else:
-        opened = await translator.offload(_open_text, filename, data, kind.kind)
+        in_context = translator.limits.subtitles_in_context
+        opened = await translator.offload(_open_text, filename, data, kind.kind, in_context)
     limit = translator.limits.max_file_chars
     if opened.characters > limit:
         raise PayloadTooLarge(
@@ -195,10 +196,10 @@ def decoded(filename: str, data: bytes) -> tuple[str, str]:
     return text.removeprefix(bom), bom
 
 
-def _open_text(filename: str, data: bytes, fmt: Format) -> Opened:
+def _open_text(filename: str, data: bytes, fmt: Format, subtitles_in_context: bool) -> Opened:
     text, bom = decoded(filename, data)
     return Opened(
-        lambda cut: [parse(fmt, text, cut)],
+        lambda cut: [parse(fmt, text, cut, subtitles_in_context=subtitles_in_context)],
         len(text),
         lambda translation: (bom + translation.texts[0]).encode("utf-8"),
         text[: detect.MAX_CHARS],

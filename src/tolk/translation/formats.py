@@ -16,16 +16,23 @@ FORMATS: tuple[Format, ...] = ("text", "markdown", "html", "srt", "vtt")
 Splitter = Callable[[str], Segmented]  # a text cut into segments (the request's `split`)
 
 
-def parse(fmt: Format, text: str, cut: Splitter, rules: TagRules = DEFAULT_RULES) -> Document:
+def parse(
+    fmt: Format,
+    text: str,
+    cut: Splitter,
+    rules: TagRules = DEFAULT_RULES,
+    subtitles_in_context: bool = False,
+) -> Document:
     """`text` as a document of units: plain text cut by `cut`; markdown and HTML by their
     parsers, one unit per block of prose (a long one translated run by run, each run cut
-    by `cut`); subtitles one unit per cue."""
+    by `cut`); subtitles one unit per cue, or with `subtitles_in_context` a sentence that
+    runs over several cues one unit (tolk.translation.subtitles)."""
     if fmt == "markdown":
         return parse_markdown(text)
     if fmt == "html":
         return parse_html(text, rules=rules)
     if fmt == "srt":
-        return parse_srt(text)
+        return parse_srt(text, subtitles_in_context)
     if fmt == "vtt":
-        return parse_vtt(text)
+        return parse_vtt(text, subtitles_in_context)
     return from_segmented(cut(text))

@@ -26,6 +26,7 @@ class Limits:
     prepare_threads: int = 2  # tolk.translation.service: the pool for per-request work
     max_unzipped_bytes: int = 64 << 20  # a zipped file's members, inflated, all together
     turn_budget: float = 0.005  # seconds of per-text work a loop pass (tolk.translation.pacing)
+    subtitles_in_context: bool = False  # a sentence over several cues one unit
 
     def check_alternatives(self, wanted: int) -> None:
         """Refuse asking for more alternative translations per text than allowed."""

@@ -176,11 +176,12 @@ class Translator:
         self.limits.check(texts)
         self.limits.check_alternatives(request.alternatives)
         fmt, rules = request.format, request.rules
+        in_context = self.limits.subtitles_in_context
 
         async def part(indices: Sequence[int], source: str) -> Translation:
             chosen = [texts[i] for i in indices]
             return await self.translate_documents(
-                lambda cut: [parse(fmt, t, cut, rules) for t in chosen],
+                lambda cut: [parse(fmt, t, cut, rules, in_context) for t in chosen],
                 sum(len(t) for t in chosen),
                 dataclasses.replace(request, source_lang=source),
                 on_segment=on_segment,
