@@ -16,6 +16,7 @@ import httpx
 from lxml import etree  # type: ignore[import-untyped]
 
 from tests.support.errors import assert_error
+from tests.support.files import post_file, zip_bomb
 from tolk.translation.document import Tag
 from tolk.translation.epub import MAX_SPINE, chapter_document, well_formed, with_language
 from tolk.translation.files import FILE_TYPES
@@ -229,14 +230,6 @@ def make_epub2() -> bytes:
     )
 
 
-async def _post(edge: httpx.AsyncClient, name: str, content: bytes) -> httpx.Response:
-    return await edge.post(
-        "/translate/file",
-        files={"file": (name, content)},
-        data={"source_lang": "en", "target_lang": "de"},
-    )
-
-
 def _xml(content: bytes) -> Any:
     parser = etree.XMLParser(resolve_entities=False, no_network=True, load_dtd=False)
     return etree.fromstring(content, parser)
@@ -309,7 +302,7 @@ async def test_an_epub3_book_comes_back_translated_and_well_formed(
     edge: httpx.AsyncClient,
 ) -> None:
     source = make_epub3()
-    response = await _post(edge, "harbour.epub", source)
+    response = await post_file(edge, "harbour.epub", source)
     assert response.status_code == 200, response.text
     assert response.headers["content-type"] == "application/epub+zip"
     before, after = _members(source), _members(response.content)
@@ -378,7 +371,7 @@ async def test_an_epub3_book_comes_back_translated_and_well_formed(
 
 async def test_an_epub2_book_with_an_ncx_comes_back_translated(edge: httpx.AsyncClient) -> None:
     source = make_epub2()
-    response = await _post(edge, "letters.epub", source)
+    response = await post_file(edge, "letters.epub", source)
     assert response.status_code == 200, response.text
     before, after = _members(source), _members(response.content)
     assert list(after) == list(before)
@@ -417,7 +410,7 @@ async def test_a_font_obfuscated_book_is_translated(edge: httpx.AsyncClient) -> 
 </encryption>"""
     members = [*_members(make_epub2()).items()][1:]
     book = _zip([*members, ("META-INF/encryption.xml", encryption), ("OEBPS/fonts/serif.otf", PNG)])
-    response = await _post(edge, "fonts.epub", book)
+    response = await post_file(edge, "fonts.epub", book)
     assert response.status_code == 200, response.text
     after = _members(response.content)
     assert after["OEBPS/fonts/serif.otf"] == PNG
@@ -425,15 +418,9 @@ async def test_a_font_obfuscated_book_is_translated(edge: httpx.AsyncClient) -> 
 
 
 def _bomb(member: str, inflated: int) -> bytes:
-    out = io.BytesIO()
-    with zipfile.ZipFile(out, "w", zipfile.ZIP_DEFLATED, compresslevel=9) as archive:
-        archive.writestr(zipfile.ZipInfo("mimetype"), b"application/epub+zip")
-        archive.writestr("META-INF/container.xml", CONTAINER)
-        with archive.open(member, "w", force_zip64=True) as stream:
-            chunk = b" " * (1 << 22)
-            for _ in range(inflated >> 22):
-                stream.write(chunk)
-    return out.getvalue()
+    container = CONTAINER if isinstance(CONTAINER, bytes) else CONTAINER.encode()
+    first = {"mimetype": b"application/epub+zip", "META-INF/container.xml": container}
+    return zip_bomb(member, inflated, first)
 
 
 def _doctype_laughs(root: str) -> str:
@@ -453,13 +440,13 @@ def _laughs() -> str:
 async def test_hostile_and_damaged_books_are_refused(edge: httpx.AsyncClient) -> None:
     bomb = _bomb("OEBPS/text/ch1.xhtml", 80 << 20)  # past the 64 MiB of max_unzipped_bytes
     assert len(bomb) < 200_000
-    error = assert_error(await _post(edge, "bomb.epub", bomb), 413, "payload_too_large")
+    error = assert_error(await post_file(edge, "bomb.epub", bomb), 413, "payload_too_large")
     assert "max_unzipped_bytes" in error["message"]
 
     members = [*_members(make_epub3()).items()][1:]  # all but the mimetype
     laughs = _zip([(n, _laughs() if n == "OEBPS/content.opf" else c) for n, c in members])
     started = time.monotonic()
-    response = await _post(edge, "laughs.epub", laughs)
+    response = await post_file(edge, "laughs.epub", laughs)
     assert time.monotonic() - started < 5
     error = assert_error(response, 422, "invalid_request")
     assert "entities in OEBPS/content.opf" in error["message"]
@@ -468,7 +455,7 @@ async def test_hostile_and_damaged_books_are_refused(edge: httpx.AsyncClient) ->
     declared = _zip(
         [(n, one.replace("Harbour", "&t;") if n.endswith(".opf") else c) for n, c in members]
     )
-    error = assert_error(await _post(edge, "entity.epub", declared), 422, "invalid_request")
+    error = assert_error(await post_file(edge, "entity.epub", declared), 422, "invalid_request")
     assert "entities" in error["message"]
 
     bomb_chapter = CHAPTER_2.replace("<!DOCTYPE html>", _doctype_laughs("html"))
@@ -476,17 +463,19 @@ async def test_hostile_and_damaged_books_are_refused(edge: httpx.AsyncClient) ->
     assert "<!ENTITY lol9" in bomb_chapter
     chapter_laughs = _zip([(n, bomb_chapter if n.endswith("ch2.xhtml") else c) for n, c in members])
     started = time.monotonic()
-    error = assert_error(await _post(edge, "laughs.epub", chapter_laughs), 422, "invalid_request")
+    error = assert_error(
+        await post_file(edge, "laughs.epub", chapter_laughs), 422, "invalid_request"
+    )
     assert time.monotonic() - started < 5
     assert "entities in OEBPS/text/ch2.xhtml" in error["message"]
 
     no_container = _zip([(n, c) for n, c in members if n != "META-INF/container.xml"])
-    error = assert_error(await _post(edge, "plain.epub", no_container), 422, "invalid_request")
+    error = assert_error(await post_file(edge, "plain.epub", no_container), 422, "invalid_request")
     assert "META-INF/container.xml" in error["message"]
     assert error["field"] == "file"
 
     wrong = _zip(members, mimetype=b"application/zip")
-    error = assert_error(await _post(edge, "wrong.epub", wrong), 422, "invalid_request")
+    error = assert_error(await post_file(edge, "wrong.epub", wrong), 422, "invalid_request")
     assert "mimetype" in error["message"]
 
     drm = """<?xml version="1.0"?>
@@ -498,22 +487,22 @@ async def test_hostile_and_damaged_books_are_refused(edge: httpx.AsyncClient) ->
   </enc:EncryptedData>
 </encryption>"""
     encrypted = _zip([*members, ("META-INF/encryption.xml", drm)])
-    error = assert_error(await _post(edge, "drm.epub", encrypted), 422, "invalid_request")
+    error = assert_error(await post_file(edge, "drm.epub", encrypted), 422, "invalid_request")
     assert "DRM" in error["message"]
     assert "OEBPS/text/ch2.xhtml" in error["message"]
 
     missing = _zip([(n, c) for n, c in members if n != "OEBPS/text/ch2.xhtml"])
-    error = assert_error(await _post(edge, "missing.epub", missing), 422, "invalid_request")
+    error = assert_error(await post_file(edge, "missing.epub", missing), 422, "invalid_request")
     assert "OEBPS/text/ch2.xhtml" in error["message"]
 
     broken_opf = _zip([(n, "<package>" if n.endswith(".opf") else c) for n, c in members])
-    assert_error(await _post(edge, "broken.epub", broken_opf), 422, "invalid_request")
-    assert_error(await _post(edge, "notzip.epub", b"not a zip at all"), 422, "invalid_request")
+    assert_error(await post_file(edge, "broken.epub", broken_opf), 422, "invalid_request")
+    assert_error(await post_file(edge, "notzip.epub", b"not a zip at all"), 422, "invalid_request")
 
     refs = '<itemref idref="ch1"/>' * (MAX_SPINE + 1)
     long_opf = OPF3.replace('<itemref idref="ch1"/>', refs)
     long = _zip([(n, long_opf if n.endswith(".opf") else c) for n, c in members])
-    error = assert_error(await _post(edge, "long.epub", long), 413, "payload_too_large")
+    error = assert_error(await post_file(edge, "long.epub", long), 413, "payload_too_large")
     assert str(MAX_SPINE) in error["message"]
 
 

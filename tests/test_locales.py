@@ -21,6 +21,7 @@ from pyicumessageformat import Parser  # type: ignore[import-untyped]
 from ruamel.yaml import YAML
 
 from tests.support.errors import assert_error
+from tests.support.files import post_file
 from tolk.translation import locales
 from tolk.translation.document import Tag, Text
 from tolk.translation.files import FILE_TYPES
@@ -165,14 +166,6 @@ def _indents(text: str) -> list[str]:
     return [line[: len(line) - len(line.lstrip())] for line in text.splitlines()]
 
 
-async def _post(edge: httpx.AsyncClient, name: str, content: bytes) -> httpx.Response:
-    return await edge.post(
-        "/translate/file",
-        files={"file": (name, content)},
-        data={"source_lang": "en", "target_lang": "de"},
-    )
-
-
 def test_the_types_are_registered() -> None:
     assert FILE_TYPES[".json"].kind == "json"
     assert FILE_TYPES[".yaml"].kind == FILE_TYPES[".yml"].kind == "yaml"
@@ -233,7 +226,7 @@ def test_icu_messages_parse_and_escape_as_icu_reads_them() -> None:
 
 
 async def test_an_i18next_catalogue_comes_back_translated(edge: httpx.AsyncClient) -> None:
-    response = await _post(edge, "translation.json", I18NEXT.encode())
+    response = await post_file(edge, "translation.json", I18NEXT.encode())
     assert response.status_code == 200, response.text
     assert response.headers["content-type"].startswith("application/json")
     out = response.text
@@ -251,7 +244,7 @@ async def test_an_i18next_catalogue_comes_back_translated(edge: httpx.AsyncClien
             assert Counter(PLACEHOLDERS.findall(new)) == Counter(PLACEHOLDERS.findall(value)), key
     # With a byte order mark and no final newline, compact: kept so.
     compact = json.dumps(json.loads(I18NEXT), separators=(",", ":"))
-    response = await _post(edge, "compact.json", "\ufeff".encode() + compact.encode())
+    response = await post_file(edge, "compact.json", "\ufeff".encode() + compact.encode())
     assert response.status_code == 200, response.text
     assert response.content.startswith("\ufeff".encode())
     body = response.content.decode("utf-8").removeprefix("\ufeff")
@@ -263,7 +256,7 @@ async def test_an_i18next_catalogue_comes_back_translated(edge: httpx.AsyncClien
 async def test_react_intl_icu_messages_still_parse_with_their_arguments(
     edge: httpx.AsyncClient,
 ) -> None:
-    response = await _post(edge, "de.json", FORMATJS.encode())
+    response = await post_file(edge, "de.json", FORMATJS.encode())
     assert response.status_code == 200, response.text
     out = response.text
     assert _indents(out) == _indents(FORMATJS)  # tabs
@@ -296,7 +289,7 @@ async def test_react_intl_icu_messages_still_parse_with_their_arguments(
 async def test_a_vue_i18n_catalogue_keeps_its_linked_messages_and_forms(
     edge: httpx.AsyncClient,
 ) -> None:
-    response = await _post(edge, "en.json", VUE.encode())
+    response = await post_file(edge, "en.json", VUE.encode())
     assert response.status_code == 200, response.text
     out = response.text
     assert _indents(out) == _indents(VUE)  # four spaces
@@ -319,7 +312,7 @@ def _yaml_text(data: Any) -> str:
 async def test_a_rails_catalogue_keeps_comments_anchors_and_gets_the_target_root(
     edge: httpx.AsyncClient,
 ) -> None:
-    response = await _post(edge, "en.yml", RAILS.encode())
+    response = await post_file(edge, "en.yml", RAILS.encode())
     assert response.status_code == 200, response.text
     assert response.headers["content-type"].startswith("application/yaml")
     out = response.text
@@ -352,7 +345,7 @@ async def test_a_rails_catalogue_keeps_comments_anchors_and_gets_the_target_root
 async def test_a_symfony_catalogue_keeps_its_parameters_and_intervals(
     edge: httpx.AsyncClient,
 ) -> None:
-    response = await _post(edge, "messages.en.yaml", SYMFONY.encode())
+    response = await post_file(edge, "messages.en.yaml", SYMFONY.encode())
     assert response.status_code == 200, response.text
     out = response.text
     assert "\n    cart:\n        items: '" in out  # four spaces, single quotes kept
@@ -398,7 +391,7 @@ async def test_hostile_and_broken_files_are_refused_fast(
 ) -> None:
     data = content.encode("latin-1" if "latin1" in name else "utf-8")
     begun = time.perf_counter()
-    response = await _post(edge, name, data)
+    response = await post_file(edge, name, data)
     error = assert_error(
         response, status, "payload_too_large" if status == 413 else "invalid_request"
     )
@@ -408,10 +401,12 @@ async def test_hostile_and_broken_files_are_refused_fast(
 
 async def test_too_many_strings_are_refused(edge: httpx.AsyncClient) -> None:
     many = json.dumps([""] * (locales.MAX_STRINGS + 1))
-    error = assert_error(await _post(edge, "many.json", many.encode()), 413, "payload_too_large")
+    error = assert_error(
+        await post_file(edge, "many.json", many.encode()), 413, "payload_too_large"
+    )
     assert f"{locales.MAX_STRINGS}" in error["message"]
     fits = json.dumps([""] * 10 + ["One sentence"])
-    response = await _post(edge, "fits.json", fits.encode())
+    response = await post_file(edge, "fits.json", fits.encode())
     assert response.status_code == 200, response.text
     assert json.loads(response.text)[:10] == [""] * 10
 

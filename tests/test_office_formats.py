@@ -23,6 +23,7 @@ from pptx.util import Inches, Pt
 
 from tests.helpers import InProcessServer
 from tests.support.errors import assert_error
+from tests.support.files import post_file, zip_bomb
 from tests.support.main_server import MainKeys
 from tolk.translation.files import FILE_TYPES
 from tolk.translation.sheets import MAX_CELLS
@@ -89,14 +90,6 @@ def make_xlsx() -> bytes:
     return out.getvalue()
 
 
-async def _post(edge: httpx.AsyncClient, name: str, content: bytes) -> httpx.Response:
-    return await edge.post(
-        "/translate/file",
-        files={"file": (name, content)},
-        data={"source_lang": "en", "target_lang": "de"},
-    )
-
-
 def test_both_types_are_registered() -> None:
     assert FILE_TYPES[".pptx"].media_type == PPTX
     assert FILE_TYPES[".xlsx"].media_type == XLSX
@@ -147,7 +140,7 @@ async def test_a_presentation_comes_back_translated_with_its_structure(
     edge: httpx.AsyncClient,
 ) -> None:
     source = make_pptx()
-    response = await _post(edge, "deck.pptx", source)
+    response = await post_file(edge, "deck.pptx", source)
     assert response.status_code == 200, response.text
     assert response.headers["content-type"] == PPTX
     assert "deck.pptx" in response.headers["content-disposition"]
@@ -182,7 +175,7 @@ async def test_a_workbook_comes_back_translated_with_its_structure(
     edge: httpx.AsyncClient,
 ) -> None:
     source = make_xlsx()
-    response = await _post(edge, "book.xlsx", source)
+    response = await post_file(edge, "book.xlsx", source)
     assert response.status_code == 200, response.text
     assert response.headers["content-type"] == XLSX
     before = openpyxl.load_workbook(io.BytesIO(source), rich_text=True)
@@ -231,34 +224,31 @@ def test_documents_through_deepls_api(
 
 
 def _bomb(member: str, inflated: int) -> bytes:
-    out = io.BytesIO()
-    with zipfile.ZipFile(out, "w", zipfile.ZIP_DEFLATED, compresslevel=9) as archive:
-        archive.writestr("[Content_Types].xml", "<Types/>")
-        with archive.open(member, "w", force_zip64=True) as stream:
-            chunk = b" " * (1 << 22)
-            for _ in range(inflated >> 22):
-                stream.write(chunk)
-    return out.getvalue()
+    return zip_bomb(member, inflated)
 
 
 async def test_zip_bombs_and_damaged_files_are_refused(edge: httpx.AsyncClient) -> None:
     for name, member in (("bomb.pptx", "ppt/slides/slide1.xml"), ("bomb.xlsx", "xl/sst.xml")):
         bomb = _bomb(member, 80 << 20)  # past the 64 MiB of server.max_unzipped_bytes
         assert len(bomb) < 200_000
-        error = assert_error(await _post(edge, name, bomb), 413, "payload_too_large")
+        error = assert_error(await post_file(edge, name, bomb), 413, "payload_too_large")
         assert "max_unzipped_bytes" in error["message"]
-    not_zip = assert_error(await _post(edge, "broken.pptx", b"not a zip"), 422, "invalid_request")
+    not_zip = assert_error(
+        await post_file(edge, "broken.pptx", b"not a zip"), 422, "invalid_request"
+    )
     assert "PowerPoint" in not_zip["message"]
-    not_zip = assert_error(await _post(edge, "broken.xlsx", b"PK\x03\x04"), 422, "invalid_request")
+    not_zip = assert_error(
+        await post_file(edge, "broken.xlsx", b"PK\x03\x04"), 422, "invalid_request"
+    )
     assert "Excel" in not_zip["message"]
     other = io.BytesIO()
     with zipfile.ZipFile(other, "w") as archive:
         archive.writestr("hello.txt", "a zip, but no office file")
     for name in ("other.pptx", "other.xlsx"):
-        assert_error(await _post(edge, name, other.getvalue()), 422, "invalid_request")
+        assert_error(await post_file(edge, name, other.getvalue()), 422, "invalid_request")
     # Each one's type swapped: a presentation named .xlsx and a workbook named .pptx.
-    assert_error(await _post(edge, "swapped.xlsx", make_pptx()), 422, "invalid_request")
-    assert_error(await _post(edge, "swapped.pptx", make_xlsx()), 422, "invalid_request")
+    assert_error(await post_file(edge, "swapped.xlsx", make_pptx()), 422, "invalid_request")
+    assert_error(await post_file(edge, "swapped.pptx", make_xlsx()), 422, "invalid_request")
 
 
 def _rewritten(data: bytes, member: str, old: bytes, new: bytes) -> bytes:
@@ -277,7 +267,7 @@ async def test_a_workbook_of_too_many_cells_is_refused_before_it_is_read(
     refused at once, as one whose XML holds more than MAX_CELLS cells."""
     huge = _rewritten(make_xlsx(), "xl/worksheets/sheet1.xml", b'"A1:C1"', b'"A1:XFD1048576"')
     assert b"XFD1048576" in zipfile.ZipFile(io.BytesIO(huge)).read("xl/worksheets/sheet1.xml")
-    error = assert_error(await _post(edge, "huge.xlsx", huge), 413, "payload_too_large")
+    error = assert_error(await post_file(edge, "huge.xlsx", huge), 413, "payload_too_large")
     assert f"{MAX_CELLS:,}" in error["message"]
     broken = _rewritten(make_xlsx(), "xl/worksheets/sheet1.xml", b'"A1:C1"', b'"A1:??"')
-    assert_error(await _post(edge, "broken.xlsx", broken), 422, "invalid_request")
+    assert_error(await post_file(edge, "broken.xlsx", broken), 422, "invalid_request")

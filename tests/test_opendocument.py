@@ -23,6 +23,7 @@ from odf.opendocument import (  # type: ignore[import-untyped]
 )
 
 from tests.support.errors import assert_error
+from tests.support.files import post_file, zip_bomb
 from tolk.translation import opendocument
 from tolk.translation.document import Text
 from tolk.translation.files import FILE_TYPES
@@ -300,14 +301,6 @@ def make_ods() -> bytes:
     return _saved(doc)
 
 
-async def _post(edge: httpx.AsyncClient, name: str, content: bytes) -> httpx.Response:
-    return await edge.post(
-        "/translate/file",
-        files={"file": (name, content)},
-        data={"source_lang": "en", "target_lang": "de"},
-    )
-
-
 def _tree(package: bytes, member: str) -> Any:
     return etree.fromstring(zipfile.ZipFile(io.BytesIO(package)).read(member))
 
@@ -426,7 +419,7 @@ async def test_a_text_document_comes_back_translated_with_its_structure(
     edge: httpx.AsyncClient,
 ) -> None:
     source = make_odt()
-    response = await _post(edge, "report.odt", source)
+    response = await post_file(edge, "report.odt", source)
     assert response.status_code == 200, response.text
     assert response.headers["content-type"] == ODT
     assert "report.odt" in response.headers["content-disposition"]
@@ -448,7 +441,7 @@ async def test_a_presentation_comes_back_translated_with_its_structure(
     edge: httpx.AsyncClient,
 ) -> None:
     source = make_odp()
-    response = await _post(edge, "deck.odp", source)
+    response = await post_file(edge, "deck.odp", source)
     assert response.status_code == 200, response.text
     assert response.headers["content-type"] == ODP
     # A presentation's master pages (styles.xml) are not translated: byte for byte.
@@ -459,7 +452,7 @@ async def test_a_presentation_comes_back_translated_with_its_structure(
         names = [i.filename for i in old.infolist() if i.filename != "mimetype"]
         for name in [*names, "mimetype"]:
             new.writestr(name, old.read(name), compress_type=zipfile.ZIP_DEFLATED)
-    response = await _post(edge, "deck.odp", misplaced.getvalue())
+    response = await post_file(edge, "deck.odp", misplaced.getvalue())
     assert response.status_code == 200, response.text
     with zipfile.ZipFile(io.BytesIO(response.content)) as result:
         assert [i.filename for i in result.infolist()] == ["mimetype", *names]
@@ -471,7 +464,7 @@ async def test_a_spreadsheet_comes_back_translated_with_its_values(
     edge: httpx.AsyncClient,
 ) -> None:
     source = make_ods()
-    response = await _post(edge, "book.ods", source)
+    response = await post_file(edge, "book.ods", source)
     assert response.status_code == 200, response.text
     assert response.headers["content-type"] == ODS
     _check_package(source, response.content, ODS_TEXTS, {"styles.xml"})
@@ -507,7 +500,7 @@ async def test_a_file_without_words_comes_back_as_it_was(edge: httpx.AsyncClient
     sheet.addElement(row)
     doc.spreadsheet.addElement(sheet)
     source = _saved(doc)
-    response = await _post(edge, "numbers.ods", source)
+    response = await post_file(edge, "numbers.ods", source)
     assert response.status_code == 200, response.text
     with (
         zipfile.ZipFile(io.BytesIO(source)) as old,
@@ -541,7 +534,7 @@ async def test_entity_expansion_is_refused_without_expanding(edge: httpx.AsyncCl
     bomb = _rewritten(make_odt(), "content.xml", lambda c: _with_dtd(c, laughs, "&lol9;"))
     assert len(bomb) < 20_000
     started = time.monotonic()
-    error = assert_error(await _post(edge, "laughs.odt", bomb), 422, "invalid_request")
+    error = assert_error(await post_file(edge, "laughs.odt", bomb), 422, "invalid_request")
     assert time.monotonic() - started < 5
     assert "content.xml" in error["message"]
     # A small, harmless-looking entity (or an external one) is refused all the same: no
@@ -550,46 +543,39 @@ async def test_entity_expansion_is_refused_without_expanding(edge: httpx.AsyncCl
         small = _rewritten(
             make_odt(), "content.xml", lambda c, e=entities: _with_dtd(c, e, "&who;")
         )
-        error = assert_error(await _post(edge, "entity.odt", small), 422, "invalid_request")
+        error = assert_error(await post_file(edge, "entity.odt", small), 422, "invalid_request")
         assert "DTD" in error["message"]
 
 
 def _bomb(member: str, inflated: int) -> bytes:
-    out = io.BytesIO()
-    with zipfile.ZipFile(out, "w", zipfile.ZIP_DEFLATED, compresslevel=9) as archive:
-        archive.writestr("mimetype", ODT, compress_type=zipfile.ZIP_STORED)
-        with archive.open(member, "w", force_zip64=True) as stream:
-            chunk = b" " * (1 << 22)
-            for _ in range(inflated >> 22):
-                stream.write(chunk)
-    return out.getvalue()
+    return zip_bomb(member, inflated, {"mimetype": ODT.encode()})
 
 
 async def test_zip_bombs_and_damaged_files_are_refused(edge: httpx.AsyncClient) -> None:
     bomb = _bomb("content.xml", 80 << 20)  # past the 64 MiB of server.max_unzipped_bytes
     assert len(bomb) < 200_000
-    error = assert_error(await _post(edge, "bomb.odt", bomb), 413, "payload_too_large")
+    error = assert_error(await post_file(edge, "bomb.odt", bomb), 413, "payload_too_large")
     assert "max_unzipped_bytes" in error["message"]
-    error = assert_error(await _post(edge, "broken.odt", b"not a zip"), 422, "invalid_request")
+    error = assert_error(await post_file(edge, "broken.odt", b"not a zip"), 422, "invalid_request")
     assert "could not be read as an OpenDocument text" in error["message"]
     assert error["field"] == "file"
     malformed = _rewritten(make_odt(), "content.xml", lambda c: c[: len(c) // 2])
-    error = assert_error(await _post(edge, "malformed.odt", malformed), 422, "invalid_request")
+    error = assert_error(await post_file(edge, "malformed.odt", malformed), 422, "invalid_request")
     assert "content.xml" in error["message"]
     no_content = io.BytesIO()
     with zipfile.ZipFile(no_content, "w") as archive:
         archive.writestr("mimetype", ODP)
         archive.writestr("hello.txt", "a zip, but no document in it")
     error = assert_error(
-        await _post(edge, "empty.odp", no_content.getvalue()), 422, "invalid_request"
+        await post_file(edge, "empty.odp", no_content.getvalue()), 422, "invalid_request"
     )
     assert "content.xml" in error["message"]
 
 
 async def test_a_package_of_another_kind_is_refused(edge: httpx.AsyncClient) -> None:
-    error = assert_error(await _post(edge, "sheet.odt", make_ods()), 422, "invalid_request")
+    error = assert_error(await post_file(edge, "sheet.odt", make_ods()), 422, "invalid_request")
     assert ".ods" in error["message"]
-    assert_error(await _post(edge, "deck.ods", make_odp()), 422, "invalid_request")
+    assert_error(await post_file(edge, "deck.ods", make_odp()), 422, "invalid_request")
     # Without its mimetype member, the body's kind tells.
     no_mimetype = io.BytesIO()
     with (
@@ -600,7 +586,7 @@ async def test_a_package_of_another_kind_is_refused(edge: httpx.AsyncClient) -> 
             if item.filename != "mimetype":
                 target.writestr(item, source.read(item))
     error = assert_error(
-        await _post(edge, "sheet.odt", no_mimetype.getvalue()), 422, "invalid_request"
+        await post_file(edge, "sheet.odt", no_mimetype.getvalue()), 422, "invalid_request"
     )
     assert "office:text" in error["message"]
 
@@ -621,10 +607,10 @@ async def test_a_spreadsheet_of_too_many_cells_is_refused_quickly(edge: httpx.As
     assert b'number-rows-repeated="10000"' in zipfile.ZipFile(io.BytesIO(huge)).read("content.xml")
     assert len(huge) < 20_000
     started = time.monotonic()
-    error = assert_error(await _post(edge, "huge.ods", huge), 413, "payload_too_large")
+    error = assert_error(await post_file(edge, "huge.ods", huge), 413, "payload_too_large")
     assert time.monotonic() - started < 5
     assert f"{MAX_CELLS:,}" in error["message"]
     broken = _rewritten(
         make_ods(), "content.xml", lambda c: c.replace(b'repeated="1048000"', b'repeated="-x"')
     )
-    assert_error(await _post(edge, "broken.ods", broken), 422, "invalid_request")
+    assert_error(await post_file(edge, "broken.ods", broken), 422, "invalid_request")

@@ -21,6 +21,7 @@ from reportlab.lib.utils import ImageReader  # type: ignore[import-untyped]
 from reportlab.pdfgen import canvas  # type: ignore[import-untyped]
 
 from tests.support.errors import assert_error
+from tests.support.files import post_file
 from tolk.translation import pdf
 from tolk.translation.files import DOCX, FILE_TYPES
 
@@ -75,14 +76,6 @@ def make_pdf(pages: int = 2) -> bytes:
     return out.getvalue()
 
 
-async def _post(edge: httpx.AsyncClient, name: str, content: bytes) -> httpx.Response:
-    return await edge.post(
-        "/translate/file",
-        files={"file": (name, content)},
-        data={"source_lang": "en", "target_lang": "de"},
-    )
-
-
 def _styled(paragraph: Any) -> list[tuple[bool, bool]]:
     return [(bool(r.bold), bool(r.italic)) for r in paragraph.runs if r.text]
 
@@ -121,7 +114,7 @@ def test_the_pdf_is_read_in_reading_order() -> None:
 
 
 async def test_a_pdf_comes_back_as_a_translated_docx(edge: httpx.AsyncClient) -> None:
-    response = await _post(edge, "report.pdf", make_pdf())
+    response = await post_file(edge, "report.pdf", make_pdf())
     assert response.status_code == 200, response.text
     assert response.headers["content-type"] == DOCX
     assert response.headers["content-disposition"].endswith("report.docx")
@@ -209,16 +202,18 @@ def _encrypted() -> bytes:
 
 
 async def test_scans_encrypted_and_damaged_pdfs_are_refused(edge: httpx.AsyncClient) -> None:
-    scan = assert_error(await _post(edge, "scan.pdf", _scan()), 422, "invalid_request")
+    scan = assert_error(await post_file(edge, "scan.pdf", _scan()), 422, "invalid_request")
     assert "'scan.pdf' has no text layer" in scan["message"]
     assert "run OCR first" in scan["message"]
-    locked = assert_error(await _post(edge, "locked.pdf", _encrypted()), 422, "invalid_request")
+    locked = assert_error(await post_file(edge, "locked.pdf", _encrypted()), 422, "invalid_request")
     assert "password" in locked["message"]
-    garbage = assert_error(await _post(edge, "x.pdf", b"\x00garbage" * 50), 422, "invalid_request")
+    garbage = assert_error(
+        await post_file(edge, "x.pdf", b"\x00garbage" * 50), 422, "invalid_request"
+    )
     assert "not a PDF" in garbage["message"]
     assert garbage["field"] == "file"
     damaged = make_pdf()[:300]  # the header, then cut off
-    broken = assert_error(await _post(edge, "cut.pdf", damaged), 422, "invalid_request")
+    broken = assert_error(await post_file(edge, "cut.pdf", damaged), 422, "invalid_request")
     assert "'cut.pdf'" in broken["message"]
 
 
@@ -226,8 +221,8 @@ async def test_too_many_pages_are_refused(
     edge: httpx.AsyncClient, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setattr(pdf, "MAX_PAGES", 3)
-    assert (await _post(edge, "three.pdf", make_pdf(3))).status_code == 200
-    error = assert_error(await _post(edge, "four.pdf", make_pdf(4)), 413, "payload_too_large")
+    assert (await post_file(edge, "three.pdf", make_pdf(3))).status_code == 200
+    error = assert_error(await post_file(edge, "four.pdf", make_pdf(4)), 413, "payload_too_large")
     assert "more than 3 pages" in error["message"]
 
 
@@ -275,7 +270,7 @@ async def test_a_flate_bomb_is_refused_fast(edge: httpx.AsyncClient) -> None:
     bomb = _bomb(1 << 30)  # 1 GiB of content stream
     assert len(bomb) < 2 << 20
     started = time.monotonic()
-    error = assert_error(await _post(edge, "bomb.pdf", bomb), 413, "payload_too_large")
+    error = assert_error(await post_file(edge, "bomb.pdf", bomb), 413, "payload_too_large")
     assert time.monotonic() - started < 10
     assert "max_unzipped_bytes" in error["message"]
 
@@ -288,7 +283,7 @@ async def test_a_reference_cycle_is_refused(
     content = zlib.compress(b"BT /F1 12 Tf 72 700 Td (Hello there) Tj ET")
     cyclic = _page_with(content, b"5 0 R", b"6 0 R", b"5 0 R")
     started = time.monotonic()
-    response = await _post(edge, "cycle.pdf", cyclic)
+    response = await post_file(edge, "cycle.pdf", cyclic)
     assert time.monotonic() - started < 30
     error = assert_error(response, 413, "payload_too_large")
     assert "look-ups" in error["message"]

@@ -21,6 +21,7 @@ import pytest
 from lxml import etree  # type: ignore[import-untyped]
 
 from tests.support.errors import assert_error
+from tests.support.files import post_file
 from tolk.errors import InvalidRequest, PayloadTooLarge
 from tolk.languages import lang
 from tolk.translation import xliff
@@ -193,14 +194,6 @@ translate="no">tolk</mrk> server<em startRef="c1"/> for this.</source>
   </file>
 </xliff>
 """
-
-
-async def _post(edge: httpx.AsyncClient, name: str, content: bytes) -> httpx.Response:
-    return await edge.post(
-        "/translate/file",
-        files={"file": (name, content)},
-        data={"source_lang": "en", "target_lang": "de"},
-    )
 
 
 def _parse(data: bytes) -> Any:
@@ -520,7 +513,7 @@ def test_a_translation_whose_codes_did_not_survive_gets_the_source_flagged() -> 
 
 async def test_an_angular_xliff_12_file_comes_back_translated(edge: httpx.AsyncClient) -> None:
     source = ANGULAR_12.encode()
-    response = await _post(edge, "messages.xlf", source)
+    response = await post_file(edge, "messages.xlf", source)
     assert response.status_code == 200, response.text
     assert response.headers["content-type"].startswith("application/xliff+xml")
     units = check12(source, response.content)
@@ -534,7 +527,7 @@ async def test_an_okapi_and_xcode_xliff_12_file_comes_back_translated(
     edge: httpx.AsyncClient,
 ) -> None:
     source = OKAPI_12.encode()
-    response = await _post(edge, "page.xliff", source)
+    response = await post_file(edge, "page.xliff", source)
     assert response.status_code == 200, response.text
     units = check12(source, response.content)
     assert set(units) == {"tu1", "tu3", "Open the document browser"}
@@ -545,7 +538,7 @@ async def test_an_okapi_and_xcode_xliff_12_file_comes_back_translated(
 
 async def test_an_xliff_20_file_comes_back_translated(edge: httpx.AsyncClient) -> None:
     source = ANGULAR_20.encode()
-    response = await _post(edge, "messages.xlf", source)
+    response = await post_file(edge, "messages.xlf", source)
     assert response.status_code == 200, response.text
     segments = check20(source, response.content)
     assert set(segments) == {
@@ -577,30 +570,30 @@ async def test_hostile_and_broken_files_are_refused(
 ) -> None:
     for levels in (9, 2):  # a billion laughs, and an expansion small enough to parse
         begun = time.perf_counter()
-        bomb = await _post(edge, "bomb.xlf", _bomb(levels))
+        bomb = await post_file(edge, "bomb.xlf", _bomb(levels))
         assert_error(bomb, 422, "invalid_request")
         assert "entities" in bomb.json()["error"]["message"]
         assert time.perf_counter() - begun < 5
-    broken = await _post(edge, "broken.xlf", ANGULAR_12.replace("</body>", "").encode())
+    broken = await post_file(edge, "broken.xlf", ANGULAR_12.replace("</body>", "").encode())
     error = assert_error(broken, 422, "invalid_request")
     assert "not well-formed XML" in error["message"]
     assert error["field"] == "file"
     other = ANGULAR_12.replace(xliff.NS12, "urn:oasis:names:tc:xliff:document:1.1")
-    unknown = await _post(edge, "old.xlf", other.encode())
+    unknown = await post_file(edge, "old.xlf", other.encode())
     error = assert_error(unknown, 422, "invalid_request")
     assert "urn:oasis:names:tc:xliff:document:1.1" in error["message"]
-    plain = await _post(edge, "plain.xlf", b"<html><body>Hi</body></html>")
+    plain = await post_file(edge, "plain.xlf", b"<html><body>Hi</body></html>")
     assert "<html> in no namespace" in assert_error(plain, 422, "invalid_request")["message"]
     latin = ANGULAR_12.replace('encoding="UTF-8"', 'encoding="ISO-8859-1"').encode()
     assert (
         "UTF-8"
-        in assert_error(await _post(edge, "l.xlf", latin), 422, "invalid_request")["message"]
+        in assert_error(await post_file(edge, "l.xlf", latin), 422, "invalid_request")["message"]
     )
-    utf16 = await _post(edge, "w.xlf", ANGULAR_12.replace("UTF-8", "UTF-16").encode("utf-16"))
+    utf16 = await post_file(edge, "w.xlf", ANGULAR_12.replace("UTF-8", "UTF-16").encode("utf-16"))
     assert_error(utf16, 422, "invalid_request")
     # Too many units (the limit lowered: a file over the real one is over the body limit).
     monkeypatch.setattr(xliff, "MAX_UNITS", 3)
-    many = await _post(edge, "many.xlf", ANGULAR_12.encode())
+    many = await post_file(edge, "many.xlf", ANGULAR_12.encode())
     assert_error(many, 413, "payload_too_large")
     assert "at most 3" in many.json()["error"]["message"]
 
