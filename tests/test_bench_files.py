@@ -34,6 +34,7 @@ def test_bench_documents_translates_each_sample_alone_and_together(
     assert [r["file"] for r in files["rows"]] == list(shipped)
     for row in files["rows"]:
         assert row["status"] == row["together_status"] == 200
+        assert all(isinstance(code, str) for code in row["flagged"])  # X-Tolk-Warnings' codes
         assert row["alone_s"] > 0
         assert row["together_s"] > 0
     assert files["together_wall_s"] > 0

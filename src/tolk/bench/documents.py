@@ -234,17 +234,21 @@ def samples() -> dict[str, bytes]:
     return {f.name: f.read_bytes() for f in sorted(folder.iterdir(), key=lambda f: f.name)}
 
 
-MAX_RETRIES = 30  # 503 `overloaded` answers retried for one file before it counts as failed
+# How long one file's 503 `overloaded` answers are retried (after each one's Retry-After)
+# before it counts as failed: a file's work on a CPU takes minutes, and a client that sends
+# many at once waits its turn for as long.
+RETRY_SECONDS = 600.0
 
 
 async def _file(
     session: aiohttp.ClientSession, name: str, data: bytes, target: str
-) -> tuple[float, int, str, bytes, int]:
+) -> tuple[float, int, str, bytes, int, list[str]]:
     """The file through /translate/file: seconds (its retries' waits included), status, the
-    translated file's name and bytes, and how many 503 `overloaded` were retried after their
-    Retry-After, as a client should."""
+    translated file's name and bytes, how many 503 `overloaded` were retried after their
+    Retry-After (as a client should), and the codes of the translations tolk flagged."""
     started = time.perf_counter()
-    for retries in range(MAX_RETRIES + 1):
+    retries = 0
+    while True:
         form = aiohttp.FormData()
         form.add_field("file", data, filename=name)
         form.add_field("source_lang", "en")
@@ -253,12 +257,15 @@ async def _file(
             body = await response.read()
             disposition = response.headers.get("Content-Disposition", "")
             wait = float(response.headers.get("Retry-After", "1"))
-        if response.status != 503 or b'"overloaded"' not in body or retries == MAX_RETRIES:
+            flagged = json.loads(response.headers.get("X-Tolk-Warnings", "[]"))
+        overloaded = response.status == 503 and b'"overloaded"' in body
+        if not overloaded or time.perf_counter() - started + wait > RETRY_SECONDS:
             break
+        retries += 1
         await asyncio.sleep(wait)
     elapsed = time.perf_counter() - started
     named = disposition.rpartition("''")[2] or name
-    return elapsed, response.status, named, body, retries
+    return elapsed, response.status, named, body, retries, [str(w["code"]) for w in flagged]
 
 
 def _keep(folder: Path, translated: dict[str, bytes]) -> None:
@@ -279,8 +286,9 @@ async def files(
     rows: dict[str, dict[str, Any]] = {}
     translated: dict[str, bytes] = {}
     for name, data in found.items():
-        seconds, status, named, body, _ = await _file(session, name, data, target)
+        seconds, status, named, body, _, flagged = await _file(session, name, data, target)
         rows[name] = {"file": name, "bytes": len(data), "status": status, "alone_s": seconds}
+        rows[name]["flagged"] = flagged
         if status == 200:
             stem, suffix = PurePath(name).stem, PurePath(named).suffix
             translated[f"{stem}.{target}{suffix}"] = body
@@ -291,7 +299,7 @@ async def files(
         await asyncio.to_thread(_keep, keep, translated)
 
     async def together(name: str, data: bytes) -> None:
-        seconds, status, _, _, retries = await _file(session, name, data, target)
+        seconds, status, _, _, retries, _ = await _file(session, name, data, target)
         rows[name]["together_s"], rows[name]["together_status"] = seconds, status
         rows[name]["overloaded_retries"] = retries
         advance(1)
@@ -383,7 +391,8 @@ def table(results: dict[str, Any]) -> Table:
         for row in by_file["rows"]:
             figures = (
                 f"{row['bytes']:,} bytes: {row['alone_s']:.2f} s alone, "
-                f"{row.get('together_s', float('nan')):.2f} s with the others"
+                f"{row.get('together_s', float('nan')):.2f} s with the others; "
+                f"{len(row.get('flagged', ()))} flagged"
             )
             if row["status"] != 200:
                 figures = f"HTTP {row['status']}: {row.get('error', '')[:120]}"
