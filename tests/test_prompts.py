@@ -279,7 +279,7 @@ def test_examples_come_before_the_text_as_earlier_turns(texts: TextMaker) -> Non
     settings = ModelSettings(name="m", path="x", languages=["en", "de"], prompt_examples=2)
     budgets = Budgets(counting(texts.tokenizer))
     job = plan_job(
-        settings, texts.tokenizer, 4096, 0, "Good morning.", lang("en"), lang("de"), budgets
+        settings, texts.tokenizer, 4096, 0, "Good morning.", (lang("en"), lang("de")), budgets
     )
     prompt = str(texts.tokenizer.decode(job.prompt_ids))
     asked = "Translate the following English text into German."
@@ -287,13 +287,13 @@ def test_examples_come_before_the_text_as_earlier_turns(texts: TextMaker) -> Non
     assert prompt.index("Obwohl alle Länder") < prompt.rindex(asked) < prompt.index("Good morning.")
     assert prompt.count("<|im_start|>assistant") == 3  # two examples answered, then the text's
     marked = plan_job(
-        settings, texts.tokenizer, 4096, 0, "Run <g1>make</g1>.", lang("en"), lang("de"), budgets
+        settings, texts.tokenizer, 4096, 0, "Run <g1>make</g1>.", (lang("en"), lang("de")), budgets
     )
     assert "](1)" not in prompt
     assert "](1)" in texts.tokenizer.decode(marked.prompt_ids)
     without = ModelSettings(name="m", path="x", languages=["en", "de"])
     plain = plan_job(
-        without, texts.tokenizer, 4096, 0, "Good morning.", lang("en"), lang("de"), budgets
+        without, texts.tokenizer, 4096, 0, "Good morning.", (lang("en"), lang("de")), budgets
     )
     assert texts.tokenizer.decode(plain.prompt_ids).count(asked) == 1
     assert len(plain.prompt_ids) < len(job.prompt_ids)
@@ -325,7 +325,9 @@ def test_prompt_ids_from_remembered_pieces_are_the_tokenizers_own(texts: TextMak
     budgets = Budgets(counting(tokenizer))
     for source, target in pairs:
         for text in samples:
-            job = plan_job(settings, tokenizer, 4096, 0, text, lang(source), lang(target), budgets)
+            job = plan_job(
+                settings, tokenizer, 4096, 0, text, (lang(source), lang(target)), budgets
+            )
             whole = tokenizer.decode(job.prompt_ids)
             assert tokenizer.encode(whole, add_special_tokens=False) == job.prompt_ids
     encoder = PromptEncoder(tokenizer)

@@ -66,7 +66,7 @@ def test_each_segments_prompt_carries_exactly_its_glossary_terms(texts: TextMake
         terms = glossary.terms(segment)
         budgets = Budgets(counting(texts.tokenizer))
         job = plan_job(
-            settings, texts.tokenizer, 4096, 0, segment, lang("en"), lang("de"), budgets, terms
+            settings, texts.tokenizer, 4096, 0, segment, (lang("en"), lang("de")), budgets, terms
         )
         prompt = texts.tokenizer.decode(job.prompt_ids)
         for term in ("batch", "queue", "GPU"):

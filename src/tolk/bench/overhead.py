@@ -45,8 +45,7 @@ def prepare(
             max_model_len,
             i,
             item.text,
-            lang(item.source_lang),
-            lang(item.target_lang),
+            (lang(item.source_lang), lang(item.target_lang)),
             budgets,
         )
         for i, item in enumerate(items)

@@ -155,17 +155,18 @@ def plan_job(
     max_model_len: int,
     index: int,
     text: str,
-    source: Lang,
-    target: Lang,
+    pair: tuple[Lang, Lang],
     budgets: Budgets,
     terms: Terms = (),
 ) -> EngineJob:
-    """The engine request tolk makes of one segment with `terms` and otherwise the model's
+    """The engine request tolk makes of one segment of `pair` (source, target) with `terms`
+    and otherwise the model's
     own settings (no instructions, its examples, the pair's ratio from `budgets`, made as
     the engine makes its own: Budgets(counting(tokenizer), max_tokens_ratio)): what the
     benchmarks that feed an engine directly (tolk.bench.overhead, .versus) use, so both
     sides of a comparison get the very same prompts and budgets. The service's own is
     `build_job`."""
+    source, target = pair
     how = JobSettings(terms, ratio=budgets.ratio(source, target))
     return build_job(settings, tokenizer, max_model_len, index, text, source, target, how)
 

@@ -126,7 +126,7 @@ def process_queue(
         for task in tasks:
             source, target = lang(task.source_lang), lang(task.target_lang)
             job = plan_job(
-                settings, tokenizer, max_model_len, 0, task.text, source, target, budgets
+                settings, tokenizer, max_model_len, 0, task.text, (source, target), budgets
             )
             prompts.append({"prompt_token_ids": job.prompt_ids})
             params.append(sampling_params(settings.sampling, max(1, job.max_tokens)))
