@@ -5,8 +5,10 @@ order mark is kept), parsed into documents and translated through the same servi
 request; a .docx, .pptx or .xlsx is opened with python-docx, python-pptx or openpyxl, and its
 paragraphs (a spreadsheet's string cells) become the documents (tolk.translation.office,
 slides, sheets); a gettext .po or .pot with polib, each entry to translate a document
-(tolk.translation.gettext). The office files are zip archives: `check_archive` refuses a zip
-bomb before any library reads it.
+(tolk.translation.gettext); OpenDocument, EPUB, XLIFF, JSON/YAML locale files and PDFs by
+their own modules (opendocument, epub, xliff, locales, pdf), each an opener that returns the
+file as `Opened`. A PDF comes back as a .docx (`FileType.output`). The zipped files are
+checked by `check_archive`, which refuses a zip bomb before any library reads it.
 """
 
 from __future__ import annotations
@@ -56,7 +58,8 @@ class FileType:
 
     @property
     def text(self) -> bool:
-        """Whether the file is UTF-8 text (else a zip archive: the office files, .epub)."""
+        """Whether the file is UTF-8 text (else binary: the zipped office, OpenDocument and
+        EPUB files, a PDF)."""
         return self.kind not in ("docx", "pptx", "xlsx", "odt", "odp", "ods", "epub", "pdf")
 
     @property
