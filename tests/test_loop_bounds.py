@@ -448,10 +448,10 @@ async def test_one_key_cannot_fill_the_document_store() -> None:
     them still translating: refused), and at most `max_bytes` of results held in all."""
     from tolk.errors import Overloaded
     from tolk.server.documents import DocumentStore
-    from tolk.translation.files import TranslatedFile
+    from tolk.translation.files import FILE_TYPES, TranslatedFile
 
     def result(size: int) -> TranslatedFile:
-        return TranslatedFile(b"x" * size, "text/plain", None)  # type: ignore[arg-type]
+        return TranslatedFile(b"x" * size, FILE_TYPES[".txt"], None)  # type: ignore[arg-type]
 
     store = DocumentStore(capacity=100, per_owner=3, max_bytes=10_000)
     first = store.put("a", "1.txt", result(10))

@@ -78,15 +78,17 @@ def attachment(file: TranslatedFile, filename: str) -> Response:
 
 
 def check_output_format(kind: FileType, output_format: str) -> None:
-    """DeepL's `output_format` for a document of `kind`: its own format, or for a PDF (which
-    tolk translates into a Word document: tolk.translation.pdf) `docx`, which it must then
-    ask for, so that a client never writes a .docx under a .pdf name."""
+    """DeepL's `output_format` for a document of `kind`: what tolk makes of it, which is the
+    document's own format, or for a kind translated into another (a PDF into a .docx:
+    `FileType.output`) that other one, asked for by name, so that a client never writes a
+    .docx under a .pdf name."""
     wanted = output_format.strip().lower().lstrip(".")
-    if kind.kind == "pdf":
-        if wanted != "docx":
+    if kind.output is not None:
+        made = kind.output.lstrip(".")
+        if wanted != made:
             raise InvalidRequest(
-                "a PDF is translated into a Word document on this server: ask for "
-                "output_format=docx"
+                f"a {kind.kind.upper()} is translated into a .{made} on this server: ask for "
+                f"output_format={made}"
             )
     elif wanted and file_type(f"x.{wanted}") != kind:
         raise InvalidRequest("output_format must be the document's own format on this server")

@@ -114,14 +114,19 @@ def file_type(filename: str) -> FileType:
 @dataclass(frozen=True)
 class TranslatedFile:
     content: bytes
-    media_type: str
+    kind: FileType  # the uploaded file's type
     translation: Translation
-    kind: FileType | None = None  # the uploaded file's type
+
+    @property
+    def media_type(self) -> str:
+        """The translated file's media type: its kind's, or that of the kind it becomes."""
+        output = self.kind.output
+        return self.kind.media_type if output is None else FILE_TYPES[output].media_type
 
     def name(self, filename: str) -> str:
         """What the translated file is called: `filename`, its suffix changed if the file's
         kind changed (a PDF comes back as a .docx)."""
-        return filename if self.kind is None else self.kind.translated_name(filename)
+        return self.kind.translated_name(filename)
 
 
 @dataclass(frozen=True)
@@ -150,8 +155,7 @@ async def translate_file(
         sample=opened.sample,
     )
     content = await translator.offload(opened.save, translation)
-    media_type = kind.media_type if kind.output is None else FILE_TYPES[kind.output].media_type
-    return TranslatedFile(content, media_type, translation, kind)
+    return TranslatedFile(content, kind, translation)
 
 
 async def file_characters(translator: Translator, filename: str, data: bytes) -> int:
