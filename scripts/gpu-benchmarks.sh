@@ -13,7 +13,8 @@
 #   real-versus-checks-off: the same with tolk's checks off, both engines sent the same
 #   requests; real-quality: `tolk bench quality` as shipped and with each feature off against vLLM's
 #   own server with the plain prompt, one GPU: issue 36; real-versus-pacing: checks off at
-#   three turn budgets of tolk.translation.pacing; real-pacing-ab: two of them side by side)
+#   three turn budgets of tolk.translation.pacing; real-pacing-ab: two of them side by side;
+#   real-three-way: vLLM's server, tolk and tolk's engine without HTTP, the same requests)
 # Every step samples the GPUs' utilisation (nvidia-smi, 500 ms) into <step>/gpu-util.csv.
 #
 #   bash scripts/gpu-benchmarks.sh [STEP...]
@@ -395,6 +396,28 @@ PY
     CUDA_VISIBLE_DEVICES=0 "${TOLK[@]}" bench versus-vllm --config "$RUN/configs/gpu-pacing-$budget.yaml" \
       --model $REAL_NAME --workload "$RUN/flores-500x6.jsonl" --concurrency 256 --requests 2700 \
       --rounds 2 --warmup 256 --out "$RESULTS/real-versus-pacing/budget-$budget" || return 1
+  done
+}
+
+step_real-three-way() {  # issue 36: vLLM's server, tolk and tolk's engine awaited directly
+  # (no HTTP, no service), all up at once on one GPU, tolk's checks off so all three get the
+  # same engine requests; five alternating rounds at each of $THREE_WAY_CONCURRENCY clients.
+  real_model || return 1
+  flores_workload 500 "$RUN/flores-500x6.jsonl"
+  "$PY" - "$REAL_CONFIG" "$RUN/configs/gpu-checks-off.yaml" <<'PY'
+import sys, yaml
+config = yaml.safe_load(open(sys.argv[1]))
+for model in config["models"]:
+    model.setdefault("checks", {})["enabled"] = False
+yaml.safe_dump(config, open(sys.argv[2], "w"))
+PY
+  local clients
+  for clients in ${THREE_WAY_CONCURRENCY:-256 96}; do
+    log "real-three-way: $clients clients"
+    CUDA_VISIBLE_DEVICES=0 "${TOLK[@]}" bench versus-vllm --config "$RUN/configs/gpu-checks-off.yaml" \
+      --model $REAL_NAME --workload "$RUN/flores-500x6.jsonl" --systems vllm,tolk,direct \
+      --concurrency "$clients" --requests 2700 --rounds "${THREE_WAY_ROUNDS:-5}" --warmup 256 \
+      --out "$RESULTS/real-three-way/clients-$clients" || return 1
   done
 }
 

@@ -10,8 +10,9 @@ from typing import Any
 import pytest
 import yaml
 
-from tests.helpers import InProcessServer, ServerProcess, model_config, tolk
 from tests.support.main_server import MainKeys, main_config
+from tests.support.processes import tolk
+from tests.support.servers import InProcessServer, ServerProcess, model_config
 
 
 @pytest.fixture(scope="module")
@@ -277,23 +278,41 @@ def test_bench_versus_vllm_sends_both_servers_the_same_work(
     config["models"][0].pop("max_tokens_ratio", None)
     measured = tmp_path / "measured.yaml"
     measured.write_text(yaml.safe_dump(config))
-    data = versus(measured, tmp_path, "--concurrency", "3", "--requests", "6", "--warmup", "1")
+    data = versus(
+        measured, tmp_path, "--concurrency", "3", "--requests", "6", "--warmup", "1",
+        "--systems", "vllm,tolk,direct",
+    )  # fmt: skip
     assert data["schema"] == "tolk.bench.versus/1"
-    assert [(r["round"], r["path"]) for r in data["rounds"]] == [(1, "vllm"), (1, "tolk")]
+    assert [(r["round"], r["path"]) for r in data["rounds"]] == [
+        (1, "vllm"),
+        (1, "tolk"),
+        (1, "direct"),
+    ]
     assert all(r["summary"]["ok"] == 6 for r in data["rounds"])
-    # Same prompts and budgets on both: the test model never stops early, so every request
-    # generates its whole budget on either server.
+    # Same prompts and budgets on all three: the test model never stops early, so every
+    # request generates its whole budget on either server and on tolk's engine awaited directly.
     assert data["same_token_counts"] is True
     assert data["totals"]["vllm"]["output_tokens"] > 0
-    # Each round's engine, read from its server's /metrics around the measured loop: the
-    # tokens it generated are the ones the clients got (the warm-up left out), in its steps.
+    assert data["totals"]["direct"]["output_tokens"] == data["totals"]["vllm"]["output_tokens"]
+    # Each round's engine, read from its server's /metrics (direct: from this process's
+    # registry) around the measured loop: the tokens it generated are the ones the clients got
+    # (the warm-up left out), in its steps, with the time between tokens measured.
     for r in data["rounds"]:
         engine = r["engine"]
         assert engine["generation_tokens"] == r["summary"]["completion_tokens"], r["path"]
         assert engine["steps"] > 0
         assert engine["step_ms"] > 0
+        assert engine["itl_ms"] > 0, r["path"]
+        shares = [share for _, share in sorted(
+            (float(le), share) for le, share in engine["steps_by_tokens"].items()
+        )]  # fmt: skip
+        assert shares == sorted(shares), r["path"]  # cumulative
+        assert shares[-1] == 1.0, r["path"]  # every step under the largest bound
     assert data["ratio_rps"] == pytest.approx(
         data["totals"]["tolk"]["rps"] / data["totals"]["vllm"]["rps"]
+    )
+    assert data["ratio_rps_tolk_to_direct"] == pytest.approx(
+        data["totals"]["tolk"]["rps"] / data["totals"]["direct"]["rps"]
     )
 
 

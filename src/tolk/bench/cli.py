@@ -293,6 +293,14 @@ def versus_command(
             "servers (one GPU each where there are GPUs) behind tolk's proxy.",
         ),
     ] = 1,
+    systems: Annotated[
+        str,
+        typer.Option(
+            help="The systems measured, comma-separated, in the rounds' order: vllm and tolk, "
+            "and direct (tolk's engine awaited in this process: vLLM's AsyncLLM without HTTP "
+            "or tolk's service). All are started first and stay up.",
+        ),
+    ] = "vllm,tolk",
     items: ItemsOption = 200,
     seed: SeedOption = 0,
     out: OutOption = None,
@@ -314,6 +322,7 @@ def versus_command(
             workdir=out_dir,
             progress=progress,
             data_parallel=data_parallel,
+            paths=[name.strip() for name in systems.split(",") if name.strip()],
         ),
         versus.table,
         versus.write,

@@ -117,28 +117,40 @@ def _nvml() -> _Nvml:
 @dataclass
 class PassSampler:
     """GPU utilisation and the engine's running/waiting requests, every SAMPLE_INTERVAL
-    seconds while one pass runs."""
+    seconds while one pass runs: from `url`'s /metrics, or from `read` (the metrics text of
+    an engine in this process)."""
 
-    url: str
+    url: str | None = None
     interval: float = SAMPLE_INTERVAL
     gpu: list[float] = field(default_factory=list)
     running: list[float] = field(default_factory=list)
     waiting: list[float] = field(default_factory=list)
+    read: Callable[[], str] | None = None
     _task: asyncio.Task[None] | None = None
+
+    async def _scrape(self, client: aiohttp.ClientSession | None) -> str:
+        if self.read is not None or client is None:
+            return self.read() if self.read is not None else ""
+        # tolk answers only the names asked for; vLLM's server ignores the query and sends
+        # everything: either way the same gauges are read.
+        async with client.get("/metrics", params=TIMELINE_QUERY) as response:
+            return await response.text()
 
     async def _run(self) -> None:
         nvml = _nvml()
         timeout = aiohttp.ClientTimeout(total=5)
-        async with aiohttp.ClientSession(self.url, timeout=timeout) as client:
+        async with contextlib.AsyncExitStack() as stack:
+            client = None
+            if self.url is not None:
+                client = await stack.enter_async_context(
+                    aiohttp.ClientSession(self.url, timeout=timeout)
+                )
             while True:
                 util = nvml.utilization()
                 if util is not None:
                     self.gpu.append(util)
                 try:
-                    # tolk answers only the names asked for; vLLM's server ignores the query
-                    # and sends everything: either way the same gauges are read.
-                    async with client.get("/metrics", params=TIMELINE_QUERY) as response:
-                        snap = Snapshot.parse(await response.text())
+                    snap = Snapshot.parse(await self._scrape(client))
                     if "vllm:num_requests_running" in snap.counts:
                         self.running.append(snap.get("vllm:num_requests_running"))
                         self.waiting.append(snap.get("vllm:num_requests_waiting"))
@@ -170,7 +182,20 @@ ENGINE_COUNTERS = {
     "preemptions": ("vllm:num_preemptions_total", None),
     "tpot_sum": ("vllm:request_time_per_output_token_seconds_sum", None),
     "tpot_count": ("vllm:request_time_per_output_token_seconds_count", None),
+    # Where an engine request's time went inside the engine: waiting for a place in the
+    # batch, its prefill, its decode, and the time between two of its tokens.
+    "queue_sum": ("vllm:request_queue_time_seconds_sum", None),
+    "queue_count": ("vllm:request_queue_time_seconds_count", None),
+    "prefill_sum": ("vllm:request_prefill_time_seconds_sum", None),
+    "prefill_count": ("vllm:request_prefill_time_seconds_count", None),
+    "decode_sum": ("vllm:request_decode_time_seconds_sum", None),
+    "decode_count": ("vllm:request_decode_time_seconds_count", None),
+    "itl_sum": ("vllm:inter_token_latency_seconds_sum", None),
+    "itl_count": ("vllm:inter_token_latency_seconds_count", None),
 }
+# The steps by the tokens they carried (vLLM's histogram; its bounds differ by release):
+# a step past the largest CUDA-graph size runs without the graph.
+STEP_TOKENS = "vllm:iteration_tokens_total"
 
 
 async def engine_counters(url: str) -> dict[str, float] | None:
@@ -181,17 +206,25 @@ async def engine_counters(url: str) -> dict[str, float] | None:
             aiohttp.ClientSession(url, timeout=timeout) as client,
             client.get("/metrics") as response,
         ):
-            snap = Snapshot.parse(await response.text())
+            return counters_of(Snapshot.parse(await response.text()))
     except (aiohttp.ClientError, TimeoutError, ValueError):
         return None
-    if "vllm:iteration_tokens_total_count" not in snap.counts:
+
+
+def counters_of(snap: Snapshot) -> dict[str, float] | None:
+    """ENGINE_COUNTERS and the STEP_TOKENS buckets (as "steps_le:<bound>") of one scrape, or
+    None where it holds no vLLM metrics."""
+    if f"{STEP_TOKENS}_count" not in snap.counts:
         return None
-    return {key: snap.get(name, le) for key, (name, le) in ENGINE_COUNTERS.items()}
+    counters = {key: snap.get(name, le) for key, (name, le) in ENGINE_COUNTERS.items()}
+    for _, le, count in snap.buckets(STEP_TOKENS):
+        counters[f"steps_le:{le}"] = count
+    return counters
 
 
 def engine_figures(
     before: Mapping[str, float] | None, after: Mapping[str, float] | None, wall_s: float
-) -> dict[str, float | None] | None:
+) -> dict[str, Any] | None:
     """What the engine did in one pass: steps, their mean time and tokens, generated tokens
     per step (about the sequences decoding in each), engine requests, prefix-cache hit rate
     and the mean time per output token the engine measured."""
@@ -213,7 +246,27 @@ def engine_figures(
             else None
         ),
         "preemptions": d["preemptions"],
-        "tpot_ms": 1000 * d["tpot_sum"] / d["tpot_count"] if d["tpot_count"] else None,
+        **{f"{what}_ms": _per(d, what) for what in ("tpot", "queue", "prefill", "decode", "itl")},
+        "steps_by_tokens": _steps_by_tokens(before, after),
+    }
+
+
+def _per(d: Mapping[str, float], what: str) -> float | None:
+    """The mean of histogram `what` over the pass, in milliseconds."""
+    count = d[f"{what}_count"]
+    return 1000 * d[f"{what}_sum"] / count if count else None
+
+
+def _steps_by_tokens(before: Mapping[str, float], after: Mapping[str, float]) -> dict[str, float]:
+    """The share of the pass's steps that carried at most each bound of tokens (cumulative,
+    as the histogram counts them)."""
+    bounds = [key for key in after if key.startswith("steps_le:")]
+    steps = after["steps"] - before["steps"]
+    if not steps:
+        return {}
+    return {
+        key.removeprefix("steps_le:"): round((after[key] - before.get(key, 0.0)) / steps, 4)
+        for key in bounds
     }
 
 
