@@ -14,7 +14,8 @@
 #   requests; real-quality: `tolk bench quality` as shipped and with each feature off against vLLM's
 #   own server with the plain prompt, one GPU: issue 36; real-versus-pacing: checks off at
 #   three turn budgets of tolk.translation.pacing; real-pacing-ab: two of them side by side;
-#   real-three-way: vLLM's server, tolk and tolk's engine without HTTP, the same requests)
+#   real-three-way: vLLM's server, tolk and tolk's engine without HTTP, the same requests;
+#   real-profile-256: py-spy on tolk at 256 clients, checks off)
 # Every step samples the GPUs' utilisation (nvidia-smi, 500 ms) into <step>/gpu-util.csv.
 #
 #   bash scripts/gpu-benchmarks.sh [STEP...]
@@ -419,6 +420,38 @@ PY
       --concurrency "$clients" --requests 2700 --rounds "${THREE_WAY_ROUNDS:-5}" --warmup 256 \
       --out "$RESULTS/real-three-way/clients-$clients" || return 1
   done
+}
+
+step_real-profile-256() {  # issue 36: where tolk's own time goes at 256 clients on the same
+  # requests as vLLM's (checks off): py-spy on the server and its engine core while `bench run`
+  # loads it, once busy-only (no --idle: each thread's share of a core) and once with --idle
+  # (the event loop's wall time, waits included).
+  real_model || return 1
+  flores_workload 500 "$RUN/flores-500x6.jsonl"
+  "$PY" - "$REAL_CONFIG" "$RUN/configs/gpu-checks-off.yaml" <<'PY'
+import sys, yaml
+config = yaml.safe_load(open(sys.argv[1]))
+for model in config["models"]:
+    model.setdefault("checks", {})["enabled"] = False
+yaml.safe_dump(config, open(sys.argv[2], "w"))
+PY
+  local out="$RESULTS/real-profile-256" bench
+  mkdir -p "$out"
+  CUDA_VISIBLE_DEVICES=0 serve tolk-profiled "${TOLK[@]}" serve --config "$RUN/configs/gpu-checks-off.yaml" \
+    --port 8000 || return 1
+  "${TOLK[@]}" bench run --url http://127.0.0.1:8000 --workload "$RUN/flores-500x6.jsonl" \
+    --concurrency 256 --requests 2700 --warmup 256 --out "$out/warm" > /dev/null 2>&1
+  "${TOLK[@]}" bench run --url http://127.0.0.1:8000 --workload "$RUN/flores-500x6.jsonl" \
+    --concurrency 256 --requests 16200 --warmup 256 --out "$out/run" > /dev/null 2>&1 &
+  bench=$!
+  sleep 10
+  py-spy record --pid "$SERVER" --subprocesses --threads --rate 100 --format raw --duration 15 \
+    --nonblocking --output "$out/profile-busy.txt" > "$out/py-spy-busy.log" 2>&1
+  py-spy record --pid "$SERVER" --subprocesses --threads --idle --rate 100 --format raw \
+    --duration 10 --nonblocking --output "$out/profile-idle.txt" > "$out/py-spy-idle.log" 2>&1
+  wait "$bench"
+  gzip -f "$out"/profile-*.txt
+  unserve
 }
 
 step_real-pacing-ab() {  # issue 36: two tolk servers on one GPU, checks off, turn budgets 0 and
