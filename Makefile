@@ -22,6 +22,9 @@ export HF_HOME := $(RUNTIME)/huggingface
 export TORCHINDUCTOR_CACHE_DIR := $(RUNTIME)/inductor
 export VLLM_NO_USAGE_STATS := 1
 export HF_HUB_OFFLINE ?= 1
+# `tolk bench quality`'s sentences (FLORES-101, not shipped; `--data` or this variable names
+# them): the shared data beside this checkout, for the tests that run the command.
+export TOLK_QUALITY_DATA ?= $(abspath $(CURDIR)/../shared/quality/flores101)
 
 .PHONY: setup serve test test-all lint typecheck pytest pytest-all demo-model real-model benchmarks clean
 

@@ -216,7 +216,7 @@ def main() -> None:
     config = yaml.safe_load(args.config.read_text())
     for model in config["models"]:
         model["path"] = str((args.config.parent / model["path"]).resolve())
-    config["memory"] = {"enabled": False}  # each mode's own engine work
+    config["segment_cache"] = {"enabled": False}  # each mode's own engine work
     config["server"] |= {"request_timeout": 7200, "segment_timeout": 600}
     OUT.mkdir(parents=True, exist_ok=True)
     (OUT / "flores-en.srt").write_text(made.srt, encoding="utf-8")

@@ -7,6 +7,7 @@ YAML scalars, so numbers and booleans keep their types.
 
 from __future__ import annotations
 
+import logging
 import os
 import re
 from collections.abc import Mapping
@@ -30,6 +31,12 @@ PromptFormatName = Literal["chat", "hunyuan-mt", "seed-x", "tower", "alma", "tra
 PlaceholderSyntax = Literal["links", "tags"]  # tolk.translation.document.for_model
 
 ENV_PREFIX = "TOLK_"
+# The segment cache's section (SegmentCacheSettings), and the name it had before: still read,
+# with a deprecation warning (`memory:` in the file, TOLK_MEMORY__... in the environment).
+SEGMENT_CACHE_KEY = "segment_cache"
+OLD_SEGMENT_CACHE_KEY = "memory"
+
+log = logging.getLogger(__name__)
 
 
 class ConfigError(Exception):
@@ -469,21 +476,22 @@ class StoreSettings(_Strict):
     url: str | None = Field(
         None,
         description="SQLAlchemy URL of one database for keys, usage, API-made glossaries and "
-        "style rules, and the segment memory: postgresql+psycopg://user@host/db for servers "
+        "style rules, and the segment cache: postgresql+psycopg://user@host/db for servers "
         "that share them. Instead of access.db.",
     )
 
 
-class MemorySettings(_Strict):
-    """The segment memory (tolk.store.segment_cache): translated segments are not sent to the engine
-    again, across requests, restarts and (with a shared database) servers."""
+class SegmentCacheSettings(_Strict):
+    """The segment cache (tolk.store.segment_cache): translated segments are not sent to the
+    engine again, across requests, restarts and (with a shared database) servers. Read under
+    its old name `memory:` too (logged as deprecated; not both)."""
 
     enabled: bool = Field(True, description="Look segments up before the engine; store them.")
     url: str | None = Field(
         None,
-        description="SQLAlchemy URL of its database: sqlite:///path/memory.db (one server), "
-        "postgresql+psycopg://user@host/db (a fleet shares it); none: store.url's "
-        "database, else this process's memory only.",
+        description="SQLAlchemy URL of the segment cache's database: sqlite:///path/cache.db "
+        "(one server), postgresql+psycopg://user@host/db (a fleet shares it); none: "
+        "store.url's database, else this process's memory only.",
     )
     max_entries: int = Field(
         1_000_000, ge=1, description="Segments kept; the least recently used go first."
@@ -493,8 +501,8 @@ class MemorySettings(_Strict):
         description="Whose segments answer a caller. key: its own only (partitioned per API "
         "key; callers without a key share one partition), so a hit reveals nothing of another "
         "key's texts, at the cost of translating a segment once per key. shared: every "
-        "caller's; answers then report no memory hits or token counts, though their timing "
-        "still tells a hit.",
+        "caller's; answers then report no segment cache hits (`memory_segments`) or token "
+        "counts, though their timing still tells a hit.",
     )
 
 
@@ -509,7 +517,7 @@ class TolkConfig(_Strict):
     server: ServerSettings = ServerSettings()
     access: AccessSettings = AccessSettings()
     deepl: DeeplSettings = DeeplSettings()
-    memory: MemorySettings = MemorySettings()
+    segment_cache: SegmentCacheSettings = SegmentCacheSettings()
     store: StoreSettings = StoreSettings()
     models: tuple[ModelSettings, ...] = Field(min_length=1)
     glossaries: dict[str, GlossarySettings] = Field(
@@ -574,8 +582,8 @@ def env_overrides(environ: Mapping[str, str]) -> list[tuple[list[str], Any]]:
 
 
 def _resolve_paths(data: dict[str, Any], base: Path) -> None:
-    """Model paths, the access db and a SQLite memory's file starting with ./ or ../ are
-    relative to the config file."""
+    """Model paths, the access db and a SQLite segment cache's file (under `segment_cache:`
+    or its old name `memory:`) starting with ./ or ../ are relative to the config file."""
     for model in data.get("models") or []:
         path = model.get("path") if isinstance(model, dict) else None
         if isinstance(path, str) and re.match(r"^\.\.?/", path):
@@ -585,12 +593,64 @@ def _resolve_paths(data: dict[str, Any], base: Path) -> None:
         db = access.get("db")
         if isinstance(db, str) and re.match(r"^\.\.?/", db):
             access["db"] = str((base / db).resolve())
-    memory = data.get("memory")
-    if isinstance(memory, dict):
-        url = memory.get("url")
-        relative = re.match(r"^sqlite:///(\.\.?/.*)$", url) if isinstance(url, str) else None
-        if relative:
-            memory["url"] = f"sqlite:///{(base / relative[1]).resolve()}"
+    for key in (SEGMENT_CACHE_KEY, OLD_SEGMENT_CACHE_KEY):
+        cache = data.get(key)
+        if isinstance(cache, dict):
+            url = cache.get("url")
+            relative = re.match(r"^sqlite:///(\.\.?/.*)$", url) if isinstance(url, str) else None
+            if relative:
+                cache["url"] = f"sqlite:///{(base / relative[1]).resolve()}"
+
+
+def _renamed_segment_cache(data: dict[str, Any], source: str) -> dict[str, Any]:
+    """`data` with its old `memory:` section under `segment_cache:`, logged as deprecated;
+    a ConfigError when both are given."""
+    if OLD_SEGMENT_CACHE_KEY not in data:
+        return data
+    if SEGMENT_CACHE_KEY in data:
+        raise ConfigError(
+            f"{source}: '{OLD_SEGMENT_CACHE_KEY}' and '{SEGMENT_CACHE_KEY}' are both given; "
+            f"'{OLD_SEGMENT_CACHE_KEY}' is the old name of '{SEGMENT_CACHE_KEY}': keep only "
+            f"'{SEGMENT_CACHE_KEY}'"
+        )
+    log.warning(
+        "%s: the configuration key '%s' is deprecated: rename it '%s' (the segment cache; "
+        "the old name is still read)",
+        source,
+        OLD_SEGMENT_CACHE_KEY,
+        SEGMENT_CACHE_KEY,
+    )
+    return {
+        (SEGMENT_CACHE_KEY if key == OLD_SEGMENT_CACHE_KEY else key): value
+        for key, value in data.items()
+    }
+
+
+def _renamed_env_paths(
+    overrides: list[tuple[list[str], Any]],
+) -> list[tuple[list[str], Any]]:
+    """Env overrides with TOLK_MEMORY__... (the segment cache's old name) read as
+    TOLK_SEGMENT_CACHE__..., logged as deprecated; a ConfigError when both prefixes are set."""
+    old = [path for path, _ in overrides if path[0] == OLD_SEGMENT_CACHE_KEY]
+    if not old:
+        return overrides
+    old_prefix = f"{ENV_PREFIX}{OLD_SEGMENT_CACHE_KEY.upper()}__"
+    new_prefix = f"{ENV_PREFIX}{SEGMENT_CACHE_KEY.upper()}__"
+    if any(path[0] == SEGMENT_CACHE_KEY for path, _ in overrides):
+        raise ConfigError(
+            f"environment: {old_prefix}... and {new_prefix}... variables are both set; "
+            f"{old_prefix} is the old name of {new_prefix}: keep only {new_prefix}..."
+        )
+    log.warning(
+        "environment: %s... variables are deprecated: rename them %s... (the segment cache; "
+        "the old name is still read)",
+        old_prefix,
+        new_prefix,
+    )
+    return [
+        ([SEGMENT_CACHE_KEY, *path[1:]] if path[0] == OLD_SEGMENT_CACHE_KEY else path, value)
+        for path, value in overrides
+    ]
 
 
 def build_config(
@@ -600,9 +660,13 @@ def build_config(
     environ: Mapping[str, str] | None = None,
     overrides: Mapping[str, Any] | None = None,
 ) -> TolkConfig:
-    """Validate `data` after applying env overrides, then `overrides` ({"server.port": 1})."""
-    data = dict(data)
-    for path, value in env_overrides(os.environ if environ is None else environ):
+    """Validate `data` after applying env overrides, then `overrides` ({"server.port": 1}).
+    The segment cache's old key `memory` (in `data` and as TOLK_MEMORY__...) is read as
+    `segment_cache`, with a deprecation warning logged once for each."""
+    data = _renamed_segment_cache(dict(data), source)
+    for path, value in _renamed_env_paths(
+        env_overrides(os.environ if environ is None else environ)
+    ):
         _set_path(data, path, value)
     for dotted, value in (overrides or {}).items():
         if value is not None:

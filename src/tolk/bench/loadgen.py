@@ -30,8 +30,8 @@ KEEPALIVE = 3.0
 _TIMING = re.compile(r"(?:^|,)\s*([a-z]+);dur=([0-9.]+)")
 
 
-# Benchmarks measure the engine's work: the segment memory (tolk.store.segment_cache)
-# would answer their repeated texts without it. `tolk bench memory` measures the memory itself.
+# Benchmarks measure the engine's work: the segment cache (tolk.store.segment_cache)
+# would answer their repeated texts without it. `tolk bench segment-cache` measures the cache.
 BYPASS_MEMORY = {"Cache-Control": "no-store"}
 
 

@@ -2,7 +2,8 @@
 the case-study articles cut to size, each with what its output is judged against.
 
 Sentences come from a directory of aligned files, one sentence a line, line N the same
-sentence in every file: FLORES-101's layout (../shared/quality/flores101). A file's language
+sentence in every file: FLORES-101's layout (../shared/quality/flores101 in the development
+checkout; `--data`, else TOLK_QUALITY_DATA, names the directory). A file's language
 is its name, an ISO 639-3 code as FLORES writes it (`eng.txt`, `npi.txt`, `cmn_Hans.txt`) or
 a plain tag (`en.txt`); tolk.languages reads either, and files whose name is no language
 (a licence) are left out.
@@ -25,6 +26,7 @@ same source and reference, is exact.
 from __future__ import annotations
 
 import html
+import os
 import re
 from collections import Counter
 from collections.abc import Callable, Sequence
@@ -41,7 +43,13 @@ from tolk.translation.segment import SPLIT_MODES, SplitMode
 
 Kind = Literal["sentence", "markdown", "html", "document"]
 KINDS: tuple[Kind, ...] = ("sentence", "markdown", "html", "document")
-DEFAULT_DATA = Path(__file__).resolve().parents[3].parent / "shared/quality/flores101"
+# The sentences' directory when `--data` is not given. The data is not shipped: in the
+# development checkout it is ../shared/quality/flores101 (beside the repository).
+DATA_ENV = "TOLK_QUALITY_DATA"
+DATA_HINT = (
+    "FLORES-101's aligned files are not shipped with tolk (in the development checkout they "
+    f"are in ../shared/quality/flores101): give --data DIR, or set {DATA_ENV}=DIR"
+)
 DEFAULT_PAIRS = "en-de,en-fr,en-es,en-zh,en-ne,de-en"
 ARTICLES = ("part1", "part2")
 # Scripts written without spaces between words: glued words are not a fault there.
@@ -70,6 +78,12 @@ class Unit:
     @property
     def format(self) -> Literal["text", "markdown", "html"]:
         return "markdown" if self.kind == "markdown" else "html" if self.kind == "html" else "text"
+
+
+def default_data() -> Path | None:
+    """The data directory that TOLK_QUALITY_DATA names, or None when it is unset (or empty)."""
+    value = os.environ.get(DATA_ENV, "").strip()
+    return Path(value).expanduser() if value else None
 
 
 def tag_of(path: Path) -> str | None:

@@ -41,7 +41,7 @@ PASSED_HEADERS = frozenset(
         "x-tolk-segments",
         "x-tolk-detected-source-lang",
         # What the drop-in APIs' bodies have no place for: the warnings (a translation tolk
-        # suspects stays flagged through the proxy), memory hits, the chat endpoint's path.
+        # suspects stays flagged through the proxy), segment cache hits, the chat endpoint's path.
         "x-tolk-warnings",
         "x-tolk-memory-segments",
         "x-tolk-chat",
@@ -51,7 +51,7 @@ PASSED_HEADERS = frozenset(
 
 
 # Request headers a forwarded request keeps (besides the body): the key, and Cache-Control
-# (the segment memory's bypass).
+# (the segment cache's bypass).
 FORWARDED_HEADERS = frozenset(
     {"content-type", "authorization", "accept", "x-api-key", "cache-control"}
 )

@@ -13,7 +13,7 @@ the key's requests in flight and its own fit the quota (one step, so concurrent 
 cannot pass it together); when it ends, what it was charged becomes usage and the rest is
 released, and a request that failed or was cancelled releases all of it. On one server a
 quota is never passed; servers sharing a store see each other's usage within a sync
-(docs/security.md, "Quotas and the segment memory").
+(docs/security.md, "Quotas and the segment cache").
 """
 
 from __future__ import annotations

@@ -155,9 +155,9 @@ class ServerParts:
         )
         self.access = Access(self.store, config.access.require_key, config.access.anonymous_rate)
         self.documents = DocumentStore()
-        m = config.memory
-        memory_url = m.url or config.store.url
-        self.memory = SegmentMemory(memory_url, m.max_entries) if m.enabled else None
+        cache = config.segment_cache
+        cache_url = cache.url or config.store.url
+        self.memory = SegmentMemory(cache_url, cache.max_entries) if cache.enabled else None
         self._background: list[asyncio.Task[None]] = []
         self._translator: Translator | None = None
         self._begun = time.monotonic()
@@ -200,7 +200,7 @@ class ServerParts:
             ),
         ]
         if self.memory is not None:
-            flush = every(FLUSH_SECONDS, self.memory.flush, "writing the segment memory")
+            flush = every(FLUSH_SECONDS, self.memory.flush, "writing the segment cache")
             self._background.append(asyncio.create_task(flush))
         languages.warm(t for e in pool.engines for t in e.settings.coverage.tags())
         self._begun = begun
@@ -238,7 +238,7 @@ class ServerParts:
             try:
                 self.memory.flush()  # the last translations are kept
             except SQLAlchemyError as exc:
-                log.error("the segment memory's last writes were lost: %s", exc)
+                log.error("the segment cache's last writes were lost: %s", exc)
             self.memory.close()
         log.info("engines shut down")
 

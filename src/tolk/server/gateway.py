@@ -2,7 +2,7 @@
 whatever API it speaks, behind a few verbs (`translate`, `translate_groups`,
 `translate_file`, `detect`, `chat`): refuse while draining, check the caller's rate and reserve its
 characters of the caller's quota, run the work under the lifecycle's guard (a client that
-leaves aborts its engine requests) in the caller's partition of the segment memory, settle
+leaves aborts its engine requests) in the caller's partition of the segment cache, settle
 the reservation into usage (or release it), count metrics. It also resolves callers (each
 API reads the key where its clients send it: the dependencies below), and bounds deadlines.
 
@@ -140,7 +140,7 @@ def bearer_key(request: Request) -> str | None:
 
 
 def memory_mode(request: Request, asked: MemoryMode = "use") -> MemoryMode:
-    """How a request uses the segment memory: what it asked (tolk's `memory`), or what its
+    """How a request uses the segment cache: what it asked (tolk's `memory`), or what its
     Cache-Control header says, whichever is stricter (any API): `no-store` is off,
     `no-cache` translates anew (and remembers)."""
     directives = {d.strip().lower() for d in request.headers.get("cache-control", "").split(",")}
@@ -188,19 +188,19 @@ class Gateway:
 
     @staticmethod
     def memory_mode(request: Request, asked: MemoryMode = "use") -> MemoryMode:
-        """The request's use of the segment memory (`memory_mode`)."""
+        """The request's use of the segment cache (`memory_mode`)."""
         return memory_mode(request, asked)
 
     @property
     def hides_memory(self) -> bool:
-        """Whether answers withhold what tells a memory hit (`memory.scope: shared`): a hit
+        """Whether answers withhold what tells a cache hit (`segment_cache.scope: shared`): a hit
         may then be another key's translation, and counting it would tell the caller that
         someone sent the same text."""
-        return self._config.memory.scope == "shared"
+        return self._config.segment_cache.scope == "shared"
 
     def reported(self, usage: Usage) -> Usage:
-        """A translation's usage as its caller may see it: with `memory.scope: shared`,
-        without the memory hits and the engine's tokens (a hit has none), which would tell a
+        """A translation's usage as its caller may see it: with `segment_cache.scope: shared`,
+        without the cache hits and the engine's tokens (a hit has none), which would tell a
         hit from a translation; characters stay, charged alike either way."""
         if not self.hides_memory:
             return usage
@@ -330,8 +330,8 @@ class Gateway:
 
     def headers(self, result: Translation) -> dict[str, str]:
         """What a response tells of a translation beside its body (any API): the engine's
-        time (W3C Server-Timing), segments from the memory, and the warnings. The first two
-        are withheld with a shared memory: a hit (no engine time) may be another key's."""
+        time (W3C Server-Timing), segments from the segment cache, and the warnings. The first two
+        are withheld with a shared segment cache: a hit (no engine time) may be another key's."""
         headers: dict[str, str] = {}
         if not self.hides_memory:
             headers["Server-Timing"] = f"engine;dur={result.engine_seconds * 1000:.3f}"
@@ -359,7 +359,7 @@ class Gateway:
         when the work ends they are settled: `charged(result)` characters (or all of them)
         counted as used for work that succeeded, the rest released; none counted for work
         that failed or was cancelled. The work runs in the caller's partition of the
-        segment memory. A client that went away raises ClientDisconnected (its engine
+        segment cache. A client that went away raises ClientDisconnected (its engine
         requests aborted), which the app answers with 499 in one place (client_closed),
         whatever the API.
 
@@ -387,10 +387,10 @@ class Gateway:
         return result
 
     async def _in_partition(self, caller: Caller, work: Callable[[], Coroutine[Any, Any, T]]) -> T:
-        """The work in the caller's partition of the segment memory (`memory.scope`): with
+        """The work in the caller's partition of the segment cache (`segment_cache.scope`): with
         `key`, its key's (callers without a key share the anonymous one); with `shared`, the
         one every caller shares."""
-        with partition(caller.owner if self._config.memory.scope == "key" else ""):
+        with partition(caller.owner if self._config.segment_cache.scope == "key" else ""):
             return await work()
 
     async def _file(

@@ -156,8 +156,8 @@ class ServiceMetrics:
         )
         self.memory = Counter(
             "tolk_memory_segments",
-            "Segments looked up in the segment memory before the engine, by result: `hit` "
-            "(answered from memory, no engine work) or `miss` (translated, then remembered if "
+            "Segments looked up in the segment cache before the engine, by result: `hit` "
+            "(answered from the cache, no engine work) or `miss` (translated, then remembered if "
             "it passed its checks).",
             ["model", "result"],
             registry=r,

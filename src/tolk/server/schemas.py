@@ -103,9 +103,9 @@ class TranslateRequest(BaseModel):
 
     memory: Literal["use", "refresh", "off"] = Field(
         "use",
-        description="The segment memory: 'use' (segments translated before, with the same "
+        description="The segment cache: 'use' (segments translated before, with the same "
         "model, prompt and settings, come from it without engine work), 'refresh' "
-        "(translated anew, and remembered), 'off' (neither). A `Cache-Control: no-cache` or "
+        "(translated anew, and cached), 'off' (neither). A `Cache-Control: no-cache` or "
         "`no-store` header does the same on every API.",
     )
     translation_memory_id: str | None = Field(
@@ -187,7 +187,7 @@ class Usage(BaseModel):
     characters: int = Field(description="Characters of source text translated.")
     segments: int = Field(description="Engine requests the texts were cut into (distinct ones).")
     memory_segments: int = Field(
-        0, description="Of `segments`, those answered from the segment memory (no engine work)."
+        0, description="Of `segments`, those answered from the segment cache (no engine work)."
     )
     translation_memory_segments: int = Field(
         0, description="Of `segments`, exact matches in the request's translation memory."

@@ -1,8 +1,8 @@
-"""The segment memory: a segment translated once is not sent to the engine again.
+"""The segment cache: a segment translated once is not sent to the engine again.
 
 Real traffic repeats itself (Weblate re-sends source strings for every language and check, a
 documentation site re-translates a page after a one-line edit, an app translates the same UI
-strings for every user); tolk de-duplicates inside one request, and this memory across
+strings for every user); tolk de-duplicates inside one request, and this cache across
 requests, servers and restarts. A segment's translation is stored under a key made of
 everything that decides it (tolk.translation.service builds it): the model and its revision,
 the segment as sent (markup placeholders in it), the exact prompt the model saw (so the
@@ -12,11 +12,11 @@ problems the output checks found in it, and served with them again: a flagged ou
 never served as good (and not translated again for nothing: the same prompt and settings
 would make it again; a request can ask for a fresh one).
 
-Who may be answered from whose translations is `memory.scope` (docs/security.md, "Quotas and
-the segment memory"): with `key` (the default) the memory is partitioned per API key, so a
+Who may be answered from whose translations is `segment_cache.scope` (docs/security.md, "Quotas
+and the segment cache"): with `key` (the default) the cache is partitioned per API key, so a
 hit tells a caller only what it sent itself; with `shared` every caller is answered from
 every caller's segments. The partition is the request's (`partition()`, which the server
-sets around each caller's work, tolk.server.gateway): every read and write of the memory is
+sets around each caller's work, tolk.server.gateway): every read and write of the cache is
 made under the key that names both it and the segment (`_stored`), so the code that builds
 a segment's key (tolk.translation.service, memory_key) need not know about callers.
 
@@ -77,17 +77,17 @@ _segments = Table(
 )
 
 
-# The partition of the memory that the running request reads and writes: "" is the one every
-# caller shares (`memory.scope: shared`, and everything before scopes); a context variable, so
-# each request's tasks and threads see their own. asyncio copies the context into the tasks a
-# request starts and into `asyncio.to_thread`, not into `loop.run_in_executor`: a read or
-# write of the memory made there would be made in the shared partition.
+# The partition of the cache that the running request reads and writes: "" is the one every
+# caller shares (`segment_cache.scope: shared`, and everything before scopes); a context
+# variable, so each request's tasks and threads see their own. asyncio copies the context into
+# the tasks a request starts and into `asyncio.to_thread`, not into `loop.run_in_executor`: a
+# read or write of the cache made there would be made in the shared partition.
 _partition: ContextVar[str] = ContextVar("tolk_memory_partition", default="")
 
 
 @contextmanager
 def partition(name: str) -> Iterator[None]:
-    """Within the block (and the tasks and threads it starts), the memory is read and
+    """Within the block (and the tasks and threads it starts), the cache is read and
     written in partition `name` ("": the shared one)."""
     token = _partition.set(name)
     try:

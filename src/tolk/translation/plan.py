@@ -28,9 +28,9 @@ class Done:
     retried: bool = False
     alternatives: tuple[str, ...] = ()
     from_memory: bool = (
-        False  # came from the segment memory (tolk.store.segment_cache), not the engine
+        False  # came from the segment cache (tolk.store.segment_cache), not the engine
     )
-    looked_up: bool = False  # was looked up in the memory (and missed)
+    looked_up: bool = False  # was looked up in the segment cache (and missed)
     from_tm: bool = (
         False  # an exact match in the request's translation memory (tolk.store.memories)
     )

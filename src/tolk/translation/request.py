@@ -14,7 +14,7 @@ from tolk.translation.html_format import DEFAULT_RULES, TagRules
 from tolk.translation.prompts import NO_INSTRUCTIONS, Instructions
 from tolk.translation.segment import SplitMode
 
-# The segment memory (tolk.store.segment_cache): looked up and written ("use"), written only
+# The segment cache (tolk.store.segment_cache): looked up and written ("use"), written only
 # ("refresh": translated anew, as HTTP's Cache-Control: no-cache), or neither ("off": no-store).
 MemoryMode = Literal["use", "refresh", "off"]
 
@@ -45,7 +45,7 @@ class TranslationRequest:
     (tolk.translation.policy.work_deadline); `format` and `rules`: how texts are parsed (a
     file's format comes from the file); `alternatives`: how many other translations of each
     text to return besides the one chosen (sampled outputs, tolk.translation.service);
-    `memory`: how the segment memory is used. Built with keywords only."""
+    `memory`: how the segment cache is used. Built with keywords only."""
 
     target_lang: str
     deadline: float

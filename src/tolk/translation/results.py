@@ -33,7 +33,7 @@ class Usage:
     completion_tokens: int
     characters: int
     segments: int
-    memory_segments: int = 0  # of `segments`, those that came from the segment memory
+    memory_segments: int = 0  # of `segments`, those that came from the segment cache
     memory_lookups: int = 0  # segments looked up in it (hits and misses)
     translation_memory_segments: int = 0  # exact matches in the request's translation memory
 

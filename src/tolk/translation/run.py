@@ -1,6 +1,6 @@
 """One pass of a request's segments through its engine (tolk.translation.service runs the
 passes): for each segment, step by step, its translation memory's match, the segment
-memory, the first try (with its sampled candidates), the retry of a flagged output, what is
+cache, the first try (with its sampled candidates), the retry of a flagged output, what is
 remembered of it and the report of it as done.
 
 The service keeps what is per request (routing, planning, admission, putting the results
@@ -9,7 +9,7 @@ what is the same for all its segments (the engine, the language pair, the glossa
 instructions, the request's options) as attributes read once per pass. A module of its
 own so that each step can be read, and changed, apart from the request's bookkeeping; it
 uses the Translator only for what the server shares (the output checks, the pacer, the
-memories, the memory keys), and the service is its only caller.
+memories, the segment cache's keys), and the service is its only caller.
 """
 
 from __future__ import annotations
@@ -207,7 +207,7 @@ class SegmentRun:
         self._tm = request.translation_memory
         self._memories = translator.memories
         self._memory = translator.memory if request.memory != "off" else None
-        # Whether the segment memory is looked up (else only written).
+        # Whether the segment cache is looked up (else only written).
         self._lookups = request.memory == "use" and not request.alternatives
 
     async def translate(self, segments: Sequence[str]) -> dict[str, Done]:
@@ -261,8 +261,8 @@ class SegmentRun:
     async def recall(
         self, index: int, text: str, told: Instructions
     ) -> tuple[EngineJob, str, Done | None]:
-        """The segment's job and its key in the segment memory (tolk.store.segment_cache), and
-        what the memory has for it if it is looked up. Looked up before waiting for an engine slot:
+        """The segment's job and its key in the segment cache (tolk.store.segment_cache), and
+        what the cache has for it if it is looked up. Looked up before waiting for an engine slot:
         a hit needs none."""
         memory = self._memory
         assert memory is not None
@@ -344,7 +344,7 @@ class SegmentRun:
         """The segment's first try, and the output chosen of it: the greedy output and, with
         `candidates.n` > 1, n-1 sampled ones to choose among by minimum Bayes risk; as many
         as the request's `alternatives` if more, the further ones only alternatives. `job`:
-        the segment's, if the segment memory's step made it already."""
+        the segment's, if the segment cache's step made it already."""
         if job is None:
             job = self.job(index, text, *self.first_prompt(text, told))
         engine, size = self._engine, self._flow.progress.segments
@@ -494,7 +494,7 @@ class SegmentRun:
         return Attempt(output, verdict, generation, job.source_tokens)
 
     def remember(self, key: str | None, translation: str, verdict: Verdict) -> None:
-        """The translation in the segment memory, with what the checks found in it: served
+        """The translation in the segment cache, with what the checks found in it: served
         again with its flags."""
         if self._memory is not None and key is not None:
             self._memory.put(key, translation, verdict.problems)

@@ -118,7 +118,7 @@ class Translator:
         gone) does not stop the call, which is why every such step is linear in its input
         and bounded by the request size limits."""
         loop = asyncio.get_running_loop()
-        # In the caller's context, as asyncio.to_thread runs it (the segment memory's
+        # In the caller's context, as asyncio.to_thread runs it (the segment cache's
         # partition is a context variable: tolk.store.segment_cache.partition).
         context = contextvars.copy_context()
         call = functools.partial(context.run, fn, *args)

@@ -124,7 +124,7 @@ def _detected(detection: Detection) -> Detected:
 
 
 def _response(body: TranslateRequest, result: Translation, gateway: Gateway) -> TranslateResponse:
-    usage = gateway.reported(result.usage)  # (memory hits withheld with a shared memory)
+    usage = gateway.reported(result.usage)  # (cache hits withheld with a shared segment cache)
     detected = [_detected(d) for d in result.detections]
     single = isinstance(body.text, str)
     return TranslateResponse(

@@ -1,24 +1,27 @@
-"""`tolk bench memory`: what the segment memory (tolk.store.segment_cache) saves, on traffic
-that repeats.
+"""`tolk bench segment-cache` (formerly `tolk bench memory`, still accepted): what the segment
+cache (tolk.store.segment_cache) saves, on traffic that repeats.
 
 Two workloads against a running tolk server, each measured side by side in one run:
 
 - **An edited document.** The case study's first article (82 paragraphs), translated with
-  the memory refreshed (every segment through the engine: the cold cost), then again after
-  10% of its paragraphs were edited (a sentence added to every tenth), with the memory in
+  the cache refreshed (every segment through the engine: the cold cost), then again after
+  10% of its paragraphs were edited (a sentence added to every tenth), with the cache in
   use, and once more unchanged. Engine tokens (usage's prompt and completion tokens) and
   wall time of each pass, and their ratios to the first. Sent in requests of
   PARAGRAPHS_PER_REQUEST paragraphs (a list of texts), one after the other.
 - **A Weblate-like stream.** Single UI-sized strings (the case study's sentences), drawn with
   Zipf-like repeats (a few strings often, most rarely) for three target languages, as a
   translation platform's machine-translation calls arrive; sent at a fixed concurrency. Three
-  passes over the same stream: the memory off (every string through the engine), cold (each
-  first occurrence of a string and language refreshed, as into an empty memory, repeats
-  used) and warm (the memory holding the whole stream). Engine tokens, hits, wall time and
+  passes over the same stream: the cache off (every string through the engine), cold (each
+  first occurrence of a string and language refreshed, as into an empty cache, repeats
+  used) and warm (the cache holding the whole stream). Engine tokens, hits, wall time and
   latency percentiles of each.
 
-Every request says how it uses the memory (`memory` in tolk's API), so what the server held
-before the run does not change the figures.
+Every request says how it uses the cache (`memory` in tolk's API), so what the server held
+before the run does not change the figures. The results keep the names they had before the
+segment memory was renamed the segment cache, for comparison with earlier runs: memory.json
+and memory.png, schema tolk.bench.memory/1, `memory_segments` (the API's field: segments
+answered from the cache).
 """
 
 from __future__ import annotations
@@ -129,7 +132,7 @@ async def stream_pass(
             seen.add(call)
         else:
             modes.append("use")
-    advance = progress_callback(progress, f"stream, memory {name}", len(calls))
+    advance = progress_callback(progress, f"stream, cache {name}", len(calls))
     gate = asyncio.Semaphore(concurrency)
 
     async def one(call: tuple[str, str], mode: str) -> dict[str, Any]:
@@ -159,7 +162,7 @@ def _ratios(rows: list[dict[str, Any]]) -> None:
         row["seconds_ratio"] = row["seconds"] / first["seconds"]
 
 
-async def run_memory(
+async def run_segment_cache(
     url: str,
     requests: int,
     strings: int,
@@ -177,7 +180,7 @@ async def run_memory(
         advance = progress_callback(progress, "document passes", 3)
         document = []
         for name, texts, memory in (
-            ("first (memory refreshed)", paragraphs, "refresh"),
+            ("first (cache refreshed)", paragraphs, "refresh"),
             ("10% of paragraphs edited", changed, "use"),
             ("unchanged", paragraphs, "use"),
         ):
@@ -218,13 +221,13 @@ def _ratio(value: float | None) -> str:
 def table(results: dict[str, Any]) -> Table:
     doc, st = results["document"], results["stream"]
     out = Table(
-        title="tolk bench memory",
+        title="tolk bench segment-cache",
         caption=f"document: {doc['paragraphs']} paragraphs, {doc['edited']} edited; stream: "
         f"{st['requests']} requests, {st['distinct']} distinct (string, language), "
         f"concurrency {st['concurrency']}",
     )
     for column in (
-        "workload", "pass", "engine tokens", "x first", "from memory", "seconds", "x first",
+        "workload", "pass", "engine tokens", "x first", "from cache", "seconds", "x first",
         "p50 s", "p95 s",
     ):  # fmt: skip
         out.add_column(column)
@@ -236,7 +239,7 @@ def table(results: dict[str, Any]) -> Table:
         )  # fmt: skip
     for row in st["passes"]:
         out.add_row(
-            "stream", f"memory {row['pass']}", str(row["tokens"]), _ratio(row["tokens_ratio"]),
+            "stream", f"cache {row['pass']}", str(row["tokens"]), _ratio(row["tokens_ratio"]),
             f"{row['memory_segments']}/{row['requests']} requests", f"{row['seconds']:.2f}",
             _ratio(row["seconds_ratio"]), f"{row['latency_p50_s']:.3f}",
             f"{row['latency_p95_s']:.3f}",
