@@ -3,7 +3,7 @@
     .venv/bin/python scripts/config-reference.py           # rewrite docs/configuration.md
     .venv/bin/python scripts/config-reference.py --check   # exit 1 if it is out of date
 
-tests/test_config_reference.py runs the same comparison as --check.
+tests/unit/test_config_reference.py runs the same comparison as --check.
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # tolk's edge alone, two checkouts side by side (docs/benchmarks.md §14): a server over the
-# stand-in engine (tests/standin_server.py: the engine answers at once) with the shipped
+# stand-in engine (tests/support/standin_server.py: the engine answers at once) with the shipped
 # real-model config, at 256 clients on FLORES sentences, alternating, two rounds each.
 #   bash scripts/edge-ab.sh OLD_SRC NEW_SRC FLORES_JSONL OUT
 # OLD_SRC/NEW_SRC: the `src` of two worktrees; FLORES_JSONL: the workload of
@@ -20,7 +20,7 @@ PY
 for round in 1 2; do
   for side in old new; do
     src=$new; [ $side = old ] && src=$old
-    PYTHONPATH=$src "$here/.venv/bin/python" "$here/tests/standin_server.py" "$out/shipped.yaml" \
+    PYTHONPATH=$src "$here/.venv/bin/python" "$here/tests/support/standin_server.py" "$out/shipped.yaml" \
       > "$out/server-$side-$round.log" 2>&1 &
     pid=$!
     for _ in $(seq 120); do curl -sf 127.0.0.1:8947/ready > /dev/null && break; sleep 1; done

@@ -14,7 +14,7 @@ from pathlib import Path
 import httpx
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from tests.helpers import InProcessServer, model_config, server_config
+from tests.support.servers import InProcessServer, model_config, server_config
 
 from tolk.bench.workloads import documents
 from tolk.local.processes import free_port

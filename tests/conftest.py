@@ -1,5 +1,7 @@
-"""Shared fixtures: the test model, and real tolk servers shared across tests; the `engine`
-marker, set here from the fixtures each test uses."""
+"""Shared fixtures: the test model, and tolk servers shared across tests (`main_server`, a real
+engine; `edge_server`, in-process over stand-in engines) with their clients (`engine_client`,
+`edge_client`). The tiers' markers, set here from each test's folder: `engine` on tests/engine/
+and tests/slow/, `slow` on tests/slow/."""
 
 from __future__ import annotations
 
@@ -9,14 +11,6 @@ from pathlib import Path
 import httpx
 import pytest
 
-from tests.helpers import (
-    InProcessServer,
-    ServerProcess,
-    TextMaker,
-    model_config,
-    run_tolk,
-    runtime_env,
-)
 from tests.support.clients import http_client
 from tests.support.main_server import (
     MAIN_GLOSSARIES,
@@ -25,23 +19,56 @@ from tests.support.main_server import (
     MainKeys,
     main_config,
 )
+from tests.support.processes import run_tolk
+from tests.support.servers import InProcessServer, ServerProcess, model_config, runtime_env
+from tests.support.texts import TextMaker
 
 # The fixtures that start a real vLLM engine: the shared main server, and servers of a module's
-# own that tests not in the slow tier use (the slow tier starts engines of its own: all of it
-# needs one).
+# own. A test that uses one (directly or through others, as `engine_client` uses `main_server`)
+# belongs in tests/engine/ or tests/slow/: collection fails if one is found elsewhere.
 ENGINE_FIXTURES = frozenset(
     {"main_server", "real_server", "checked_salad", "pair_server", "one_at_a_time"}
 )
+TESTS = Path(__file__).parent
+# Each tier's folder, and the markers its tests get from it.
+TIER_MARKERS = {
+    "unit": (),
+    "service": (),
+    "edge": (),
+    "engine": ("engine",),
+    "slow": ("engine", "slow"),
+}
+
+
+def _tier(item: pytest.Item) -> str | None:
+    try:
+        relative = item.path.relative_to(TESTS)
+    except ValueError:
+        return None
+    return relative.parts[0] if len(relative.parts) > 1 else None
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """`engine` on every test that needs a real engine: one of ENGINE_FIXTURES among its
-    fixtures (directly or through others, as `client` uses `main_server`), or `slow`.
-    `-m "not engine"` runs the rest: unit tests and the in-process server over stand-ins."""
+    """Markers from the folder: `engine` on tests/engine/ and tests/slow/, `slow` on
+    tests/slow/ (`-m "not engine"` runs unit, service and edge; `-m "not slow"` all but the slow
+    tier). A test that uses one of ENGINE_FIXTURES, or is marked `slow`, outside the folders
+    that mark it fails collection: it would run without its marker."""
+    misplaced = []
     for item in items:
-        fixtures = set(getattr(item, "fixturenames", ()))
-        if fixtures & ENGINE_FIXTURES or item.get_closest_marker("slow"):
-            item.add_marker(pytest.mark.engine)
+        tier = _tier(item)
+        for marker in TIER_MARKERS.get(tier or "", ()):
+            item.add_marker(marker)
+        engine = set(getattr(item, "fixturenames", ())) & ENGINE_FIXTURES
+        if engine and tier not in ("engine", "slow"):
+            misplaced.append(f"{item.nodeid} uses {', '.join(sorted(engine))}")
+        elif item.get_closest_marker("slow") and tier not in ("engine", "slow"):
+            misplaced.append(f"{item.nodeid} is marked slow")
+    if misplaced:
+        raise pytest.UsageError(
+            "tests that need a real engine outside tests/engine/ and tests/slow/ (move them "
+            "there, so that they are marked `engine`; `slow` ones to tests/slow/):\n  "
+            + "\n  ".join(misplaced)
+        )
 
 
 @pytest.fixture(scope="session")
@@ -103,14 +130,14 @@ def edge_server(
 
 
 @pytest.fixture
-async def client(main_server: ServerProcess) -> AsyncIterator[httpx.AsyncClient]:
+async def engine_client(main_server: ServerProcess) -> AsyncIterator[httpx.AsyncClient]:
     """A client of the real main server (a real engine)."""
     async with http_client(main_server.url) as c:
         yield c
 
 
 @pytest.fixture
-async def edge(edge_server: InProcessServer) -> AsyncIterator[httpx.AsyncClient]:
+async def edge_client(edge_server: InProcessServer) -> AsyncIterator[httpx.AsyncClient]:
     """A client of the in-process server over stand-in engines."""
     async with http_client(edge_server.url) as c:
         yield c
@@ -118,8 +145,8 @@ async def edge(edge_server: InProcessServer) -> AsyncIterator[httpx.AsyncClient]
 
 @pytest.fixture(scope="session")
 def postgres_url() -> Iterator[str]:
-    """A real PostgreSQL for the session (tests/postgres.py), started on first use."""
-    from tests.postgres import running_postgres
+    """A real PostgreSQL for the session (tests/support/postgres.py), started on first use."""
+    from tests.support.postgres import running_postgres
 
     with running_postgres() as url:
         yield url

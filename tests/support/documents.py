@@ -5,11 +5,12 @@ subtitles' blocks and cue heads; a Word document made with python-docx."""
 from __future__ import annotations
 
 import re
-from pathlib import Path
 
 import html5lib
 
-DOCUMENTS = Path(__file__).parent.parent / "data" / "documents"
+from tests.support.paths import TEST_DATA
+
+DOCUMENTS = TEST_DATA / "documents"
 README = (DOCUMENTS / "readme.md").read_text(encoding="utf-8")
 PAGE = (DOCUMENTS / "page.html").read_text(encoding="utf-8")
 

@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from tests.helpers import model_config, server_config
+from tests.support.servers import model_config, server_config
 from tolk.local.processes import free_port
 
 # The main server: one model, max_num_seqs 16, up to 24 waiting, small limits to test.

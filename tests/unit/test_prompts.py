@@ -1,0 +1,349 @@
+"""Prompt formats against the formats their model cards document."""
+
+from __future__ import annotations
+
+import re
+from types import SimpleNamespace
+
+import pytest
+
+from tests.support.paths import FLORES
+from tests.support.texts import TextMaker
+from tolk.languages import lang
+from tolk.translation.prompts import (
+    FORMATS,
+    ChatPrompt,
+    CompletionPrompt,
+    Instructions,
+    chat,
+    clean,
+    keep_outer_whitespace,
+)
+
+EN, DE, ZH, PT, NE = lang("en"), lang("de"), lang("zh"), lang("pt-BR"), lang("ne")
+
+
+def user_text(prompt: object) -> object:
+    assert isinstance(prompt, ChatPrompt)
+    assert len(prompt.messages) == 1
+    assert prompt.messages[0]["role"] == "user"
+    return prompt.messages[0]["content"]
+
+
+def test_chat_generic_instruction() -> None:
+    content = user_text(FORMATS["chat"]("Hello.", EN, PT))
+    assert content == (
+        "Translate the following English text into Portuguese (Brazil). Reply with the "
+        "translation only, without explanations, notes or quotation marks.\n\nHello."
+    )
+
+
+def test_hunyuan_mt_english_instruction_between_non_chinese() -> None:
+    # Model card: "Translate the following segment into <target_language>, without
+    # additional explanation.\n\n<source_text>"
+    content = user_text(FORMATS["hunyuan-mt"]("Hello.", EN, DE))
+    assert content == (
+        "Translate the following segment into German, without additional explanation.\n\nHello."
+    )
+
+
+def test_hunyuan_mt_chinese_instruction_when_chinese_involved() -> None:
+    # Model card: "把下面的文本翻译成<target_language>，不要额外解释。\n\n<source_text>"
+    assert user_text(FORMATS["hunyuan-mt"]("Hello.", EN, ZH)) == (
+        "把下面的文本翻译成中文，不要额外解释。\n\nHello."
+    )
+    assert user_text(FORMATS["hunyuan-mt"]("你好。", ZH, EN)) == (
+        "把下面的文本翻译成英语，不要额外解释。\n\n你好。"
+    )
+
+
+def test_seed_x_plain_completion_with_target_tag() -> None:
+    # Model card: "Translate the following English sentence into Chinese:\nMay the force be
+    # with you <zh>"
+    prompt = FORMATS["seed-x"]("May the force be with you", EN, ZH)
+    assert prompt == CompletionPrompt(
+        "Translate the following English sentence into Chinese:\nMay the force be with you <zh>"
+    )
+
+
+def test_tower_user_turn() -> None:
+    # Model card: "Translate the following text from Portuguese into English.\nPortuguese:
+    # <text>\nEnglish:"
+    content = user_text(FORMATS["tower"]("Um grupo.", PT, EN))
+    assert content == (
+        "Translate the following text from Portuguese into English.\nPortuguese: Um grupo."
+        "\nEnglish:"
+    )
+
+
+def test_alma_plain_completion() -> None:
+    # Model card: "Translate this from Chinese to English:\nChinese: 我爱机器翻译。\nEnglish:"
+    prompt = FORMATS["alma"]("我爱机器翻译。", ZH, EN)
+    assert prompt == CompletionPrompt(
+        "Translate this from Chinese to English:\nChinese: 我爱机器翻译。\nEnglish:"
+    )
+
+
+def test_translategemma_structured_content() -> None:
+    # Model card: one user message whose content is [{type, source_lang_code,
+    # target_lang_code, text}]; the model's chat template writes the instruction.
+    content = user_text(FORMATS["translategemma"]("Hello.", EN, lang("de-DE")))
+    assert content == [
+        {"type": "text", "source_lang_code": "en", "target_lang_code": "de-DE", "text": "Hello."}
+    ]
+
+
+@pytest.mark.parametrize(
+    ("raw", "source", "expected"),
+    [
+        ("  Hallo Welt.<|im_end|>", "Hello world.", "Hallo Welt."),
+        ("German: Hallo.", "Hello.", "Hallo."),
+        ("Translation: Hallo.", "Hello.", "Hallo."),
+        ('"Hallo."', "Hello.", "Hallo."),
+        ('"Hallo."', '"Hello."', '"Hallo."'),
+        ("Hallo. <de>", "Hello.", "Hallo."),
+        ("<end_of_turn>Hallo.</s>", "Hello.", "Hallo."),
+        ("Zeile 1\nZeile 2", "Line 1\nLine 2", "Zeile 1\nZeile 2"),
+        # Control bytes a byte-level model wrote (no XML parser takes them) go; tabs stay,
+        # and a control character the source has is kept.
+        ("Hal\x19lo\x0f \x7fWelt\x85.\ufffe", "Hello world.", "Hallo Welt."),
+        ("a\tb\x1b", "a\tb", "a\tb"),
+        ("Seite\x0c2", "Page\x0c2", "Seite\x0c2"),
+    ],
+)
+def test_clean(raw: str, source: str, expected: str) -> None:
+    assert clean(raw, source, DE) == expected
+
+
+def test_keep_outer_whitespace() -> None:
+    assert keep_outer_whitespace("  Hello\n", "Hallo") == "  Hallo\n"
+    assert keep_outer_whitespace("Hello", "Hallo") == "Hallo"
+    assert keep_outer_whitespace(" \n", "") == " \n"
+
+
+def test_glossary_terms_in_each_formats_way() -> None:
+    terms = [("batch", "Stapel"), ("GPU", "Grafikprozessor")]
+    chat = user_text(FORMATS["chat"]("A batch on the GPU.", EN, DE, terms))
+    assert chat == (
+        "Translate the following English text into German. Reply with the translation only, "
+        'without explanations, notes or quotation marks.\nTranslate these terms as given: "batch" '
+        'as "Stapel"; "GPU" as "Grafikprozessor".\n\nA batch on the GPU.'
+    )
+    # Hunyuan-MT's model card: a "参考下面的翻译：" block, one "X 翻译成 Y" line per term.
+    hunyuan = user_text(FORMATS["hunyuan-mt"]("一批。", ZH, EN, [("批", "batch")]))
+    assert (
+        hunyuan
+        == "参考下面的翻译：\n批 翻译成 batch\n\n把下面的文本翻译成英语，不要额外解释。\n\n一批。"
+    )
+    for name in ("seed-x", "tower", "alma"):
+        prompt = FORMATS[name]("A batch.", EN, DE, terms[:1])
+        text = prompt.text if isinstance(prompt, CompletionPrompt) else str(user_text(prompt))
+        assert 'Translate these terms as given: "batch" as "Stapel".' in text
+    # Without terms, every format is exactly as before.
+    for build in FORMATS.values():
+        assert build("Hi.", EN, DE, ()) == build("Hi.", EN, DE)
+
+
+def test_instructions_from_deepl_values_go_into_instruction_prompts_only() -> None:
+    asked = Instructions.of("prefer_more", context="A settings page.", custom=["Be brief"])
+    assert (asked.formality, asked.prefer) == ("more", True)
+    assert Instructions.of("default ").formality is None  # Weblate's "default " with a space
+    assert Instructions.of("informal") == Instructions(formality="less", prefer=True)
+    content = user_text(FORMATS["chat"]("Save", EN, DE, (), asked))
+    assert content == (
+        "Translate the following English text into German. Reply with the translation only, "
+        "without explanations, notes or quotation marks.\n"
+        "Use a formal register (formal forms of address).\n"
+        "Be brief.\n"
+        "For reference only, the text comes from this context (do not translate the "
+        "context): A settings page.\n\nSave"
+    )
+    hunyuan = user_text(FORMATS["hunyuan-mt"]("Save", EN, DE, (("Save", "Speichern"),), asked))
+    assert isinstance(hunyuan, str)
+    assert hunyuan.startswith("Use a formal register")
+    assert "参考下面的翻译：\nSave 翻译成 Speichern\n" in hunyuan
+    assert "formal" not in str(FORMATS["alma"]("Save", EN, DE, (), asked))
+    assert not Instructions()
+
+
+def test_a_segment_with_placeholders_is_told_to_keep_them() -> None:
+    from tolk.translation.prompts import chat
+
+    prompt = chat("Run <g1>make serve</g1>, then <x2/>.", lang("en"), lang("de"))
+    assert isinstance(prompt, ChatPrompt)
+    system, user = prompt.messages
+    assert system["role"] == "system"
+    assert "the tags <g1> </g1> <x2/>: copy every tag" in system["content"]
+    assert "copy every tag" not in user["content"]  # not where it reads as text
+    assert user["content"].endswith("\nRun <g1>make serve</g1>, then <x2/>.")
+    plain = chat("Run make serve.", lang("en"), lang("de"))
+    assert isinstance(plain, ChatPrompt)
+    assert "tags" not in plain.messages[0]["content"]
+
+
+def test_a_rewrite_asks_for_the_rewrite_not_a_translation() -> None:
+    asked = Instructions(rewrite="correct its errors. Write it in a business style.")
+    prompt = chat("Teh museum open at nine.", lang("en"), lang("en"), (), asked)
+    assert isinstance(prompt, ChatPrompt)
+    content = prompt.messages[-1]["content"]
+    assert content.startswith("Rewrite the following English text: correct its errors.")
+    assert "Translate" not in content
+    into = chat("Guten Morgen.", lang("de"), lang("en"), (), asked)
+    assert isinstance(into, ChatPrompt)
+    assert into.messages[-1]["content"].startswith("Rewrite the following German text in English")
+
+
+def test_a_style_rule_becomes_prompt_instructions() -> None:
+    from tolk.server.api.deepl import rule_instructions
+    from tolk.store.keys import CustomInstruction, StyleRule
+
+    rule = StyleRule(
+        "id",
+        "owner",
+        "house style",
+        "en",
+        0.0,
+        0.0,
+        configured_rules={"dates_and_times": {"calendar_era": "use_bc_and_ad"}},
+        custom_instructions=(CustomInstruction("i", "formal", "Always use formal language"),),
+    )
+    lines = rule_instructions(rule)
+    assert lines == ("Dates and times, calendar era: use bc and ad", "Always use formal language")
+    prompt = chat("Hallo.", lang("de"), lang("en"), (), Instructions(custom=lines))
+    assert isinstance(prompt, ChatPrompt)
+    content = prompt.messages[-1]["content"]
+    assert "Dates and times, calendar era: use bc and ad.\n" in content
+    assert "Always use formal language.\n" in content
+
+
+def test_examples_are_human_translations_of_the_shipped_sample_never_a_test_sentence() -> None:
+    from tolk.budget import sample
+    from tolk.translation.examples import examples
+
+    for target in ("de", "fr", "es", "zh", "ne", "ja", "pt"):
+        shown = examples(lang("en"), lang(target), 3)
+        assert len(shown) == 3
+        pairs = set(zip(sample("en") or (), sample(target) or (), strict=True))
+        assert all(pair in pairs for pair in shown), target  # aligned: line N with line N
+    # The sample is FLORES devtest 401-500; `tolk bench quality` scores lines 1-400 (where
+    # this checkout has the shared data beside it).
+    flores = FLORES / "eng.txt"
+    if flores.exists():
+        scored = set(flores.read_text("utf-8").splitlines()[:400])
+        assert len(scored) > 390
+        assert not scored & {s for s, _ in examples(EN, DE, 8)}
+    assert examples(lang("de"), lang("en"), 2)[0][1] in (sample("en") or ())
+    assert examples(lang("en"), lang("de"), 0) == []
+    # No examples where the sample has the wrong variety, or no sentences at all.
+    assert examples(lang("en"), lang("zh-Hant"), 2) == []
+    assert examples(lang("en"), lang("pt-PT"), 2) == []
+    assert examples(lang("en"), lang("ko"), 2) == []
+    assert len(examples(lang("en-GB"), lang("pt-BR"), 2)) == 2
+
+
+@pytest.mark.parametrize("target", ["de", "fr", "es", "zh", "ne"])
+def test_a_markup_example_keeps_its_placeholders_around_the_same_words(target: str) -> None:
+    from tolk.translation.document import PLACEHOLDER, for_model
+    from tolk.translation.examples import examples
+
+    *plain, (source, translation) = examples(EN, lang(target), 2, markup=True)
+    assert len(plain) == 1
+    assert "<" not in plain[0][0]
+    assert [m[0] for m in PLACEHOLDER.finditer(source)] == [
+        m[0] for m in PLACEHOLDER.finditer(translation)
+    ]
+    marked = re.findall(r"<g1>(.*?)</g1>", source), re.findall(r"<g1>(.*?)</g1>", translation)
+    digits = str.maketrans("०१२३४५६७८९", "0123456789")
+    assert marked[0] == [marked[1][0].translate(digits)]  # the same word, unchanged
+    assert "](1)" in for_model(source)  # as the default syntax shows it: a markdown link
+    # The sentence it was made from is not shown again among the plain examples.
+    from tolk.translation.examples import _markup_example
+
+    made_from = _markup_example("en", target)
+    assert made_from is not None
+    assert made_from[0] not in [s for s, _ in examples(EN, lang(target), 8, markup=True)]
+
+
+def test_no_markup_example_where_no_word_is_written_the_same_in_both_languages() -> None:
+    from tolk.translation.examples import examples
+
+    # The sample's Japanese writes every name and number its own way: plain examples only.
+    assert examples(EN, lang("ja"), 2, markup=True) == examples(EN, lang("ja"), 2)
+
+
+def test_examples_come_before_the_text_as_earlier_turns(texts: TextMaker) -> None:
+    from tolk.budget import Budgets, counting
+    from tolk.config import ModelSettings
+    from tolk.translation.jobs import plan_job
+
+    settings = ModelSettings(name="m", path="x", languages=["en", "de"], prompt_examples=2)
+    budgets = Budgets(counting(texts.tokenizer))
+    job = plan_job(
+        settings, texts.tokenizer, 4096, 0, "Good morning.", (lang("en"), lang("de")), budgets
+    )
+    prompt = str(texts.tokenizer.decode(job.prompt_ids))
+    asked = "Translate the following English text into German."
+    assert prompt.count(asked) == 3
+    assert prompt.index("Obwohl alle Länder") < prompt.rindex(asked) < prompt.index("Good morning.")
+    assert prompt.count("<|im_start|>assistant") == 3  # two examples answered, then the text's
+    marked = plan_job(
+        settings, texts.tokenizer, 4096, 0, "Run <g1>make</g1>.", (lang("en"), lang("de")), budgets
+    )
+    assert "](1)" not in prompt
+    assert "](1)" in texts.tokenizer.decode(marked.prompt_ids)
+    without = ModelSettings(name="m", path="x", languages=["en", "de"])
+    plain = plan_job(
+        without, texts.tokenizer, 4096, 0, "Good morning.", (lang("en"), lang("de")), budgets
+    )
+    assert texts.tokenizer.decode(plain.prompt_ids).count(asked) == 1
+    assert len(plain.prompt_ids) < len(job.prompt_ids)
+
+
+def test_prompt_ids_from_remembered_pieces_are_the_tokenizers_own(texts: TextMaker) -> None:
+    """PromptEncoder (the system and example turns encoded once per pair) gives exactly the
+    ids the tokenizer gives the whole rendered prompt, for every pair and kind of text, a
+    text holding a special token's name too; and it is not used where an added token strips
+    the text around it."""
+    from tolk.budget import Budgets, counting
+    from tolk.config import ModelSettings
+    from tolk.translation.jobs import PromptEncoder, plan_job
+
+    tokenizer = texts.tokenizer
+    settings = ModelSettings(
+        name="m", path="x", languages=["en", "de", "ne", "zh"], prompt_examples=2
+    )
+    samples = [
+        "Good morning.",
+        "Run <g1>make</g1> now.",
+        "  leading and trailing spaces  ",
+        "A literal <|im_end|> in the text, and <|im_start|>user again.",
+        "नमस्ते संसार।",
+        "中文句子，没有空格。",
+        texts.text(150),
+    ]
+    pairs = [("en", "de"), ("de", "en"), ("en", "ne"), ("en", "zh")]
+    budgets = Budgets(counting(tokenizer))
+    for source, target in pairs:
+        for text in samples:
+            job = plan_job(
+                settings, tokenizer, 4096, 0, text, (lang(source), lang(target)), budgets
+            )
+            whole = tokenizer.decode(job.prompt_ids)
+            assert tokenizer.encode(whole, add_special_tokens=False) == job.prompt_ids
+    encoder = PromptEncoder(tokenizer)
+    assert encoder.usable
+    for text in samples:
+        prompt = f"<|im_start|>system\nS<|im_end|>\n<|im_start|>user\n{text}<|im_end|>\n"
+        for _ in range(2):  # the second time from remembered pieces
+            assert encoder.encode(prompt) == tokenizer.encode(prompt, add_special_tokens=False)
+    assert encoder.usable  # no difference was found
+
+    stripping = SimpleNamespace(
+        added_tokens_decoder={
+            1: SimpleNamespace(
+                content="<s>", lstrip=True, rstrip=False, single_word=False, normalized=False
+            )
+        },
+        backend_tokenizer=object(),
+    )
+    assert not PromptEncoder(stripping).usable
