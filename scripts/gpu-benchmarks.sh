@@ -304,6 +304,16 @@ real_model() {  # the converted model and the workload, once (the GGUF at models
   flores_workload 400 "$FLORES"
 }
 
+checks_off_config() {  # $RUN/configs/gpu-checks-off.yaml: the real model's config, checks off
+  "$PY" - "$REAL_CONFIG" "$RUN/configs/gpu-checks-off.yaml" <<'PY'
+import sys, yaml
+config = yaml.safe_load(open(sys.argv[1]))
+for model in config["models"]:
+    model.setdefault("checks", {})["enabled"] = False
+yaml.safe_dump(config, open(sys.argv[2], "w"))
+PY
+}
+
 flores_workload() {  # the first $1 FLORES lines of each pair, interleaved, into $2 (once)
   [ -f "$2" ] || "$PY" - "$DATA" "$2" "$1" <<'PY'
 import json, sys
@@ -366,13 +376,7 @@ step_real-versus-checks-off() {  # the same, tolk's checks off: both engines get
   # (no retries, the examples always shown), so their output tokens a second compare the
   # engine under tolk with the engine under vLLM's server, request for request.
   real_model || return 1
-  "$PY" - "$REAL_CONFIG" "$RUN/configs/gpu-checks-off.yaml" <<'PY'
-import sys, yaml
-config = yaml.safe_load(open(sys.argv[1]))
-for model in config["models"]:
-    model.setdefault("checks", {})["enabled"] = False
-yaml.safe_dump(config, open(sys.argv[2], "w"))
-PY
+  checks_off_config
   CUDA_VISIBLE_DEVICES=0 "${TOLK[@]}" bench versus-vllm --config "$RUN/configs/gpu-checks-off.yaml" \
     --model $REAL_NAME --workload "$FLORES" --concurrency 256 --requests 2400 --rounds 2 \
     --warmup 256 --out "$RESULTS/real-versus-checks-off"
@@ -405,13 +409,7 @@ step_real-three-way() {  # issue 36: vLLM's server, tolk and tolk's engine await
   # same engine requests; five alternating rounds at each of $THREE_WAY_CONCURRENCY clients.
   real_model || return 1
   flores_workload 500 "$RUN/flores-500x6.jsonl"
-  "$PY" - "$REAL_CONFIG" "$RUN/configs/gpu-checks-off.yaml" <<'PY'
-import sys, yaml
-config = yaml.safe_load(open(sys.argv[1]))
-for model in config["models"]:
-    model.setdefault("checks", {})["enabled"] = False
-yaml.safe_dump(config, open(sys.argv[2], "w"))
-PY
+  checks_off_config
   local clients
   for clients in ${THREE_WAY_CONCURRENCY:-256 96}; do
     log "real-three-way: $clients clients"
@@ -428,13 +426,7 @@ step_real-profile-256() {  # issue 36: where tolk's own time goes at 256 clients
   # (the event loop's wall time, waits included).
   real_model || return 1
   flores_workload 500 "$RUN/flores-500x6.jsonl"
-  "$PY" - "$REAL_CONFIG" "$RUN/configs/gpu-checks-off.yaml" <<'PY'
-import sys, yaml
-config = yaml.safe_load(open(sys.argv[1]))
-for model in config["models"]:
-    model.setdefault("checks", {})["enabled"] = False
-yaml.safe_dump(config, open(sys.argv[2], "w"))
-PY
+  checks_off_config
   local out="$RESULTS/real-profile-256" bench
   mkdir -p "$out"
   CUDA_VISIBLE_DEVICES=0 serve tolk-profiled "${TOLK[@]}" serve --config "$RUN/configs/gpu-checks-off.yaml" \

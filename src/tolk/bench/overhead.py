@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -24,7 +24,7 @@ from tolk.bench.stats import RequestRecord, summarize
 from tolk.bench.workloads import WorkItem, Workload
 from tolk.budget import Budgets, counting
 from tolk.config import ModelSettings, load_config
-from tolk.engine import Tokenizer
+from tolk.engine import EngineMetrics, ModelEngine, Tokenizer
 from tolk.languages import lang
 from tolk.local.processes import start_tolk
 from tolk.translation.jobs import EngineJob, plan_job
@@ -52,44 +52,56 @@ def prepare(
     ]
 
 
+async def direct_loop(
+    engine: ModelEngine,
+    jobs: Iterator[EngineJob],
+    concurrency: int,
+    requests: int,
+    progress: loadgen.Progress | None = None,
+) -> tuple[list[RequestRecord], float]:
+    """loadgen.closed_loop's counterpart without HTTP: `concurrency` coroutines awaiting
+    `engine` (vLLM's AsyncLLM in this process) with the next of `jobs` until `requests` are
+    sent; the records and the wall time."""
+    records: list[RequestRecord] = []
+    t0 = time.monotonic()
+    budget = [requests]
+
+    async def worker() -> None:
+        while budget[0] > 0:
+            budget[0] -= 1
+            job = next(jobs)
+            started = time.monotonic()
+            generation = await engine.generate(job.prompt_ids, job.max_tokens)
+            records.append(
+                RequestRecord(
+                    started - t0,
+                    time.monotonic() - started,
+                    200,
+                    prompt_tokens=generation.prompt_tokens,
+                    completion_tokens=generation.completion_tokens,
+                )
+            )
+            if progress:
+                progress(1)
+
+    await asyncio.gather(*(worker() for _ in range(concurrency)))
+    return sorted(records, key=lambda r: r.start), time.monotonic() - t0
+
+
 async def _direct_round(
     settings: ModelSettings,
     workload: Workload,
     concurrency: int,
     requests: int,
     warmup: int,
-    advance: Any,
+    advance: loadgen.Progress,
 ) -> dict[str, Any]:
-    from tolk.engine import EngineMetrics, ModelEngine
-
     engine = ModelEngine.start(settings, EngineMetrics())
     try:
         prepared = prepare(settings, engine.tokenizer, engine.max_model_len, workload.items)
         stream = (prepared[i % len(prepared)] for i in range(10**9))
-        records: list[RequestRecord] = []
-
-        async def worker(count: list[int], record: bool, t0: float) -> None:
-            while count[0] > 0:
-                count[0] -= 1
-                job = next(stream)
-                started = time.monotonic()
-                generation = await engine.generate(job.prompt_ids, job.max_tokens)
-                if record:
-                    records.append(
-                        RequestRecord(
-                            started - t0,
-                            time.monotonic() - started,
-                            200,
-                            completion_tokens=generation.completion_tokens,
-                        )
-                    )
-                    advance(1)
-
-        await worker([warmup], False, 0.0)
-        t0 = time.monotonic()
-        budget = [requests]
-        await asyncio.gather(*(worker(budget, True, t0) for _ in range(concurrency)))
-        duration = time.monotonic() - t0
+        await direct_loop(engine, stream, 1, warmup)
+        records, duration = await direct_loop(engine, stream, concurrency, requests, advance)
     finally:
         engine.shutdown()
     return {"path": "direct", "summary": summarize(records, duration).to_json()}

@@ -15,12 +15,10 @@ a `tolk fleet` of N servers, each on its own GPU where there are GPUs, behind to
 
 from __future__ import annotations
 
-import asyncio
 import functools
 import json
 import sys
-import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -30,7 +28,7 @@ from rich.progress import Progress
 from rich.table import Table
 
 from tolk.bench import loadgen
-from tolk.bench.overhead import prepare
+from tolk.bench.overhead import direct_loop, prepare
 from tolk.bench.quality_speed import (
     PassSampler,
     counters_of,
@@ -187,42 +185,6 @@ def start_system(
     return System(path, server.stop, server.url, encode=WorkItem.whole_body)
 
 
-async def direct_loop(
-    engine: ModelEngine,
-    prepared: dict[WorkItem, EngineJob],
-    items: Iterator[WorkItem],
-    concurrency: int,
-    requests: int,
-    progress: loadgen.Progress | None = None,
-) -> tuple[list[RequestRecord], float]:
-    """loadgen.closed_loop's counterpart without HTTP: `concurrency` coroutines awaiting tolk's
-    engine (vLLM's AsyncLLM in this process) with the very engine requests tolk makes."""
-    records: list[RequestRecord] = []
-    t0 = time.monotonic()
-    budget = [requests]
-
-    async def worker() -> None:
-        while budget[0] > 0:
-            budget[0] -= 1
-            job = prepared[next(items)]
-            started = time.monotonic()
-            generation = await engine.generate(job.prompt_ids, job.max_tokens)
-            records.append(
-                RequestRecord(
-                    started - t0,
-                    time.monotonic() - started,
-                    200,
-                    prompt_tokens=generation.prompt_tokens,
-                    completion_tokens=generation.completion_tokens,
-                )
-            )
-            if progress:
-                progress(1)
-
-    await asyncio.gather(*(worker() for _ in range(concurrency)))
-    return sorted(records, key=lambda r: r.start), time.monotonic() - t0
-
-
 async def _round(
     system: System,
     workload: Workload,
@@ -240,14 +202,13 @@ async def _round(
     sampler = PassSampler(system.url, read=system.read_metrics if system.url is None else None)
     if system.engine is not None:
         engine = system.engine
+        jobs = (prepared[item] for item in items)
         if warmup:
-            await direct_loop(engine, prepared, items, concurrency, warmup)
+            await direct_loop(engine, jobs, concurrency, warmup)
         before = await system.counters()
         sampler.start()
         try:
-            records, duration = await direct_loop(
-                engine, prepared, items, concurrency, requests, advance
-            )
+            records, duration = await direct_loop(engine, jobs, concurrency, requests, advance)
         finally:
             await sampler.stop()
     else:
