@@ -1,7 +1,8 @@
 """What building one segment's engine request costs (`plan_job`: the chat template and the
 prompt's token ids) with the shipped real-model config, two examples in the prompt, on the
 2,400 FLORES sentences of section 13 (1,200 of them), best of three passes; and a digest of
-every prompt's ids, to show two checkouts build the same prompts (docs/benchmarks.md §14).
+every job (prompt ids, source tokens, budget), to show two checkouts build the same ones
+(docs/benchmarks.md §14, §22).
 
     .venv/bin/python scripts/plan-job-cost.py                        # this checkout
     PYTHONPATH=/tmp/old/src .venv/bin/python scripts/plan-job-cost.py  # another
@@ -17,6 +18,7 @@ from pathlib import Path
 
 from transformers import AutoTokenizer
 
+from tolk.budget import Budgets, counting
 from tolk.config import load_config
 from tolk.languages import lang
 from tolk.translation.jobs import plan_job
@@ -35,18 +37,24 @@ def main() -> None:
     }
     items = [(lines[s][i], s, t) for i in range(200) for s, t in PAIRS]
 
-    def one_pass() -> tuple[float, list[list[int]]]:
+    budgets = Budgets(counting(tokenizer), settings.max_tokens_ratio)
+
+    def one_pass() -> tuple[float, list[tuple[list[int], int, int]]]:
         began = time.perf_counter()
-        ids = [
-            plan_job(settings, tokenizer, 4096, n, text, lang(s), lang(t)).prompt_ids
+        jobs = [
+            plan_job(settings, tokenizer, 4096, n, text, (lang(s), lang(t)), budgets)
             for n, (text, s, t) in enumerate(items)
         ]
-        return (time.perf_counter() - began) / len(items) * 1e3, ids
+        elapsed = time.perf_counter() - began
+        return elapsed / len(items) * 1e3, [
+            (j.prompt_ids, j.source_tokens, j.max_tokens) for j in jobs
+        ]
 
     one_pass()  # warm: templates compiled, examples chosen
     passes = [one_pass() for _ in range(3)]
     digest = hashlib.sha256(repr(passes[0][1]).encode()).hexdigest()[:16]
-    result = {"ms_per_segment": [round(p[0], 3) for p in passes], "prompt_ids": digest}
+    # The digest covers each job's prompt ids, source tokens and output budget.
+    result = {"ms_per_segment": [round(p[0], 3) for p in passes], "jobs": digest}
     sys.stdout.write(json.dumps(result) + "\n")
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 from types import SimpleNamespace
+from typing import Any
 
 import pytest
 
@@ -347,3 +348,99 @@ def test_prompt_ids_from_remembered_pieces_are_the_tokenizers_own(texts: TextMak
         backend_tokenizer=object(),
     )
     assert not PromptEncoder(stripping).usable
+
+
+def test_framed_chat_prompts_and_segments_counted_in_place_are_the_tokenizers_own(
+    texts: TextMaker,
+) -> None:
+    """ChatFrames (the chat template run once per pair's frame, the segment put in its place)
+    renders exactly what the template renders whole, and the segment's tokens, encoded apart
+    from its prompt line, are both the prompt's own ids and its count; every plan_job gives
+    the source tokens a separate count gives."""
+    from tolk.budget import Budgets, counting
+    from tolk.config import ModelSettings
+    from tolk.translation.jobs import ChatFrames, PromptEncoder, plan_job
+    from tolk.translation.prompts import ChatPrompt, chat, with_examples
+
+    tokenizer = texts.tokenizer
+    samples = [
+        "Good morning.",
+        "Run <g1>make</g1> now.",
+        "A literal <|im_end|> in the text.",
+        f"The marker {ChatFrames.MARKER} itself, written by a user.",
+        "नमस्ते संसार।",
+        "中文句子，没有空格。",
+        "Line one\nline two",
+        texts.text(150),
+    ]
+    framed, encoder = ChatFrames(tokenizer), PromptEncoder(tokenizer)
+    en, de = lang("en"), lang("de")
+    for text in samples:
+        base = chat(text, en, de)
+        assert isinstance(base, ChatPrompt)
+        for prompt in (base, with_examples(base, [("a", "b")], en, de)):
+            messages = list(prompt.messages)
+            whole = str(
+                tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
+            )
+            for _ in range(2):  # the second time from the remembered frame
+                assert framed.render(messages) == whole
+            ids, counted = encoder.encode_counted(whole, text)
+            assert ids == tokenizer.encode(whole, add_special_tokens=False)
+            if "<|im_end|>" not in text:  # a special token's name in it: the line is cut there
+                assert counted == encoder.count(text), text
+    assert framed.usable
+    assert encoder.usable
+    assert encoder.tail_usable
+
+    settings = ModelSettings(name="m", path="x", languages=["en", "de"], prompt_examples=2)
+    budgets = Budgets(counting(tokenizer))
+    for text in [*samples, "  spaced  "]:
+        job = plan_job(settings, tokenizer, 4096, 0, text, (en, de), budgets)
+        assert job.source_tokens == encoder.count(text), text
+
+
+def test_a_template_that_rewrites_the_content_is_run_whole(texts: TextMaker) -> None:
+    """A chat template that writes the last message's content twice, or changes it, is not
+    framed: every prompt is then the template's whole rendering."""
+    from tolk.translation.jobs import ChatFrames
+
+    class Doubling:
+        def apply_chat_template(self, messages: Any, **_: Any) -> str:
+            return "".join(f"[{m['role']}]{m['content']}|{m['content']}" for m in messages)
+
+    class Upper:
+        def apply_chat_template(self, messages: Any, **_: Any) -> str:
+            return "".join(f"[{m['role']}]{m['content'].upper()}" for m in messages)
+
+    messages = [{"role": "user", "content": "Hello there"}]
+    doubled = ChatFrames(Doubling())
+    assert doubled.render(messages) == "[user]Hello there|Hello there"
+    assert not doubled.usable
+    upper = ChatFrames(Upper())
+    assert upper.render(messages) == "[user]HELLO THERE"  # the first prompt is checked whole
+    assert not upper.usable
+
+
+def test_a_segment_that_encodes_otherwise_alone_turns_the_cut_off(texts: TextMaker) -> None:
+    """Where a tokenizer encodes the segment differently alone than after its line break (as
+    a sentencepiece tokenizer with a dummy prefix would), the first prompt shows it: the
+    ids returned are the tokenizer's own, and the segment is not cut out again."""
+    from tolk.translation.jobs import PromptEncoder
+
+    tokenizer = texts.tokenizer
+    encoder = PromptEncoder(tokenizer)
+    real: Any = encoder._backend
+
+    class Prefixing:  # encodes a text alone with a space in front, as a dummy prefix would
+        def encode(self, text: str, add_special_tokens: bool = False) -> Any:
+            alone = " " + text if text == "Bonjour" else text
+            return real.encode(alone, add_special_tokens=add_special_tokens)
+
+    encoder._backend = Prefixing()
+    prompt = "<|im_start|>user\nTranslate:\nBonjour<|im_end|>\n"
+    ids, counted = encoder.encode_counted(prompt, "Bonjour")
+    assert ids == tokenizer.encode(prompt, add_special_tokens=False)
+    assert counted is None
+    assert not encoder.tail_usable
+    assert encoder.usable  # the remembered pieces themselves were right

@@ -153,6 +153,7 @@ async def translate_file(
         opened.characters,
         request,
         sample=opened.sample,
+        opened=True,
     )
     content = await translator.offload(opened.save, translation)
     return TranslatedFile(content, kind, translation)

@@ -71,39 +71,86 @@ class PromptEncoder:
         names = sorted(self._ids, key=len, reverse=True)
         self._split = re.compile("(" + "|".join(map(re.escape, names)) + ")") if names else None
         self.usable = self._backend is not None and plain and self._split is not None
+        self.tail_usable = True  # encode_counted may encode the segment apart (see there)
         self._checked = 0
         self._pieces: cachetools.LRUCache[str, list[int]] = cachetools.LRUCache(4096)
 
-    def encode(self, text: str) -> list[int]:
-        """`tokenizer.encode(text, add_special_tokens=False)`, from remembered pieces."""
+    def encode(self, text: str, tail: str = "") -> list[int]:
+        """`tokenizer.encode(text, add_special_tokens=False)`, from remembered pieces. With
+        `tail` (the segment's own text, which ends the piece before a special token), see
+        encode_counted."""
+        return self.encode_counted(text, tail)[0]
+
+    def encode_counted(self, text: str, tail: str = "") -> tuple[list[int], int | None]:
+        """encode(text), and how many of its ids are `tail`'s (None where it was not cut out).
+
+        The piece holding the segment ("user\n<the request>\n<the segment>") is new with every
+        segment; the request before the segment's line is the pair's and remembered like the
+        other pieces, and the segment is encoded once, alone: its tokens counted from that
+        encoding rather than by a second one (at 256 clients on the H100 counting them apart
+        was 5% of the event loop: docs/benchmarks.md, section 22). A line break ends a
+        pre-token in the byte-level BPE tokenizers this is made for, so the ids are the same;
+        `tail_usable` turns off for good, with a warning, if the first prompts show otherwise."""
         if not self.usable:
-            return list(self._tokenizer.encode(text, add_special_tokens=False))
+            return list(self._tokenizer.encode(text, add_special_tokens=False)), None
         assert self._split is not None
         assert self._backend is not None
         ids: list[int] = []
-        for n, piece in enumerate(self._split.split(text)):
+        counted: int | None = None
+        pieces = self._split.split(text)
+        cut = self._tail_piece(pieces, tail) if tail and self.tail_usable else -1
+        for n, piece in enumerate(pieces):
             if n % 2:
                 ids.append(self._ids[piece])
+            elif n == cut:
+                ids += self._piece(piece[: -len(tail)])
+                own = self._backend.encode(tail, add_special_tokens=False).ids
+                ids += own
+                counted = len(own)
             elif piece:
-                known = self._pieces.get(piece)
-                if known is None:
-                    known = self._pieces[piece] = self._backend.encode(
-                        piece, add_special_tokens=False
-                    ).ids
-                ids += known
+                ids += self._piece(piece)
         if self._checked < self.CHECKED:
             self._checked += 1
             full = list(self._tokenizer.encode(text, add_special_tokens=False))
             if full != ids:
-                self.usable = False
-                log.warning(
-                    "prompt token ids from cached pieces differ from the tokenizer's own "
-                    "(%d vs %d ids); encoding whole prompts from now on",
-                    len(ids),
-                    len(full),
-                )
-                return full
-        return ids
+                self._differs(full, ids, cut >= 0)
+                return full, None
+        return ids, counted
+
+    def _piece(self, piece: str) -> list[int]:
+        """A text piece's ids, remembered."""
+        known = self._pieces.get(piece)
+        if known is None:
+            assert self._backend is not None
+            known = self._pieces[piece] = self._backend.encode(piece, add_special_tokens=False).ids
+        return known
+
+    @staticmethod
+    def _tail_piece(pieces: list[str], tail: str) -> int:
+        """The index of the last text piece (re.split puts them at even indices, the special
+        tokens between) that is a line break and then `tail` at its end, or -1."""
+        for n in range((len(pieces) - 1) // 2 * 2, -1, -2):
+            piece = pieces[n]
+            if piece.endswith(tail) and piece[: -len(tail)].endswith("\n"):
+                return n
+        return -1
+
+    def _differs(self, full: list[int], ids: list[int], cut: bool) -> None:
+        """A prompt whose remembered pieces (or its segment encoded apart, if `cut`) gave
+        other ids than the tokenizer's own: that way is off from now on."""
+        if cut:
+            self.tail_usable = False
+            what = "the segment encoded apart from its prompt line"
+        else:
+            self.usable = False
+            what = "cached pieces"
+        log.warning(
+            "prompt token ids from %s differ from the tokenizer's own (%d vs %d ids); not "
+            "used from now on",
+            what,
+            len(ids),
+            len(full),
+        )
 
     def count(self, text: str) -> int:
         """Tokens in plain text (no special tokens)."""
@@ -123,14 +170,76 @@ def encoder(tokenizer: Tokenizer) -> PromptEncoder:
     return found
 
 
-def render(prompt: Prompt, tokenizer: Tokenizer) -> list[int]:
-    """Token ids for a prompt: chat prompts through the model's own chat template."""
-    if isinstance(prompt, ChatPrompt):
-        text = tokenizer.apply_chat_template(
-            prompt.messages, tokenize=False, add_generation_prompt=True
+class ChatFrames:
+    """A chat prompt's text through the model's chat template, the template run once per
+    frame: everything but the last message's content (the system and example turns, the
+    last message's role), rendered around a marker and remembered, the content put in the
+    marker's place. The template is Jinja, run per segment it was 3% of the event loop at
+    256 clients on the H100 (docs/benchmarks.md, section 22). A template that does more with
+    the last content than writing it out (or writes the marker twice) is run whole, for
+    good, as are all templates whose first prompts show any difference, with a warning."""
+
+    MARKER = "\ue000tolk-content\ue001"  # private-use characters: no text the template adds
+    CHECKED = 64  # prompts compared with the whole template's rendering first
+
+    def __init__(self, tokenizer: Any) -> None:
+        self._tokenizer = tokenizer
+        self._frames: cachetools.LRUCache[Any, tuple[str, str]] = cachetools.LRUCache(1024)
+        self.usable = True
+        self._checked = 0
+
+    def _whole(self, messages: list[dict[str, str]]) -> str:
+        text = self._tokenizer.apply_chat_template(
+            messages, tokenize=False, add_generation_prompt=True
         )
-        return encoder(tokenizer).encode(str(text))
-    return tokenizer.encode(prompt.text)
+        return str(text)
+
+    def render(self, messages: list[dict[str, str]]) -> str:
+        if not self.usable or not messages:
+            return self._whole(messages)
+        *head, last = messages
+        key = (tuple((m["role"], m["content"]) for m in head), last["role"])
+        frame = self._frames.get(key)
+        if frame is None:
+            marked = self._whole([*head, {"role": last["role"], "content": self.MARKER}])
+            if marked.count(self.MARKER) != 1:
+                return self._off(messages, "writes the last message's content other than once")
+            before, after = marked.split(self.MARKER)
+            frame = self._frames[key] = (before, after)
+        text = frame[0] + last["content"] + frame[1]
+        if self._checked < self.CHECKED:
+            self._checked += 1
+            if text != (whole := self._whole(messages)):
+                self.usable = False
+                log.warning("chat template: a framed prompt differs from the whole; not framed")
+                return whole
+        return text
+
+    def _off(self, messages: list[dict[str, str]], why: str) -> str:
+        self.usable = False
+        log.warning("chat template %s: run whole for every prompt", why)
+        return self._whole(messages)
+
+
+_frames: weakref.WeakKeyDictionary[Any, ChatFrames] = weakref.WeakKeyDictionary()
+
+
+def frames(tokenizer: Tokenizer) -> ChatFrames:
+    """The tokenizer's ChatFrames (one per tokenizer, made on first use)."""
+    found = _frames.get(tokenizer)
+    if found is None:
+        found = _frames[tokenizer] = ChatFrames(tokenizer)
+    return found
+
+
+def render(prompt: Prompt, tokenizer: Tokenizer, segment: str = "") -> tuple[list[int], int | None]:
+    """Token ids for a prompt (chat prompts through the model's own chat template), and how
+    many of them are `segment`'s where it ends the prompt's last turn and was encoded apart
+    (PromptEncoder.encode_counted), else None."""
+    if isinstance(prompt, ChatPrompt):
+        text = frames(tokenizer).render(list(prompt.messages))
+        return encoder(tokenizer).encode_counted(text, segment)
+    return list(tokenizer.encode(prompt.text)), None
 
 
 @dataclass(frozen=True, slots=True)
@@ -183,9 +292,8 @@ def build_job(
 ) -> EngineJob:
     """The engine request tolk makes of one segment: its prompt token ids and output budget,
     as `how` says (JobSettings)."""
-    prompt = FORMATS[settings.prompt_format](
-        for_model(text.strip(), settings.placeholders), source, target, how.terms, how.instructions
-    )
+    segment = for_model(text.strip(), settings.placeholders)
+    prompt = FORMATS[settings.prompt_format](segment, source, target, how.terms, how.instructions)
     shown: list[tuple[str, str]] = []
     if how.show_examples and settings.prompt_examples and settings.prompt_format == "chat":
         assert isinstance(prompt, ChatPrompt)
@@ -194,8 +302,12 @@ def build_job(
         syntax = settings.placeholders
         as_shown = [(for_model(s, syntax), for_model(t, syntax)) for s, t in shown]
         prompt = with_examples(prompt, as_shown, source, target)
-    prompt_ids = render(prompt, tokenizer)
-    source_tokens = encoder(tokenizer).count(text)
+    prompt_ids, counted = render(prompt, tokenizer, segment)
+    # The segment as the prompt holds it is most often the text itself: then its tokens
+    # were counted as the prompt was encoded.
+    source_tokens = counted if counted is not None and segment == text else None
+    if source_tokens is None:
+        source_tokens = encoder(tokenizer).count(text)
     budget = output_budget(
         source_tokens,
         len(prompt_ids),
