@@ -448,44 +448,45 @@ step_real-profile-256() {  # issue 36: where tolk's own time goes at 256 clients
 }
 
 step_real-loop-ab() {  # issue 36: tolk before and after a change on one GPU, checks off: the
-  # older tree at $OLD_SRC (a git archive of the earlier commit) and this one, both up at once
-  # (0.3 of the GPU each), five rounds each of the same 2,700 FLORES sentences at 256 clients,
-  # alternating.
+  # older tree at $OLD_SRC (a git archive of the earlier commit) and this one, all up at once
+  # ($LOOP_AB: the servers, in each round's order, default "old new"; a name starting with
+  # "old" runs $OLD_SRC, so "old new old2" adds an A/A pair to show the noise), each round the
+  # same 2,700 FLORES sentences at 256 clients, $LOOP_AB_ROUNDS rounds (default 5).
   real_model || return 1
   [ -d "${OLD_SRC:-}/src/tolk" ] || { log "real-loop-ab: OLD_SRC has no src/tolk"; return 1; }
   flores_workload 500 "$RUN/flores-500x6.jsonl"
   checks_off_config
-  "$PY" - "$RUN/configs/gpu-checks-off.yaml" "$RUN/configs/gpu-ab.yaml" <<'PY'
+  local servers=(${LOOP_AB:-old new}) out="$RESULTS/real-loop-ab" which round i pids=()
+  "$PY" - "$RUN/configs/gpu-checks-off.yaml" "$RUN/configs/gpu-ab.yaml" "${#servers[@]}" <<'PY'
 import sys, yaml
 config = yaml.safe_load(open(sys.argv[1]))
 for model in config["models"]:
-    model["engine"]["gpu_memory_utilization"] = 0.3
+    model["engine"]["gpu_memory_utilization"] = round(0.85 / int(sys.argv[3]), 2)
 yaml.safe_dump(config, open(sys.argv[2], "w"))
 PY
-  local out="$RESULTS/real-loop-ab" which round port pids=()
   mkdir -p "$out"
-  for which in old new; do
-    port=$([ $which = old ] && echo 8101 || echo 8102)
-    if [ $which = old ]; then
+  for i in "${!servers[@]}"; do
+    which=${servers[$i]}
+    if [[ $which == old* ]]; then
       PYTHONPATH="$OLD_SRC/src:${PYTHONPATH#"$RUN/src:"}" CUDA_VISIBLE_DEVICES=0 "$PY" -m tolk serve \
-        --config "$RUN/configs/gpu-ab.yaml" --port $port > "$out/serve-$which.log" 2>&1 &
+        --config "$RUN/configs/gpu-ab.yaml" --port $((8101 + i)) > "$out/serve-$which.log" 2>&1 &
     else
-      CUDA_VISIBLE_DEVICES=0 "${TOLK[@]}" serve --config "$RUN/configs/gpu-ab.yaml" --port $port \
-        > "$out/serve-$which.log" 2>&1 &
+      CUDA_VISIBLE_DEVICES=0 "${TOLK[@]}" serve --config "$RUN/configs/gpu-ab.yaml" \
+        --port $((8101 + i)) > "$out/serve-$which.log" 2>&1 &
     fi
     pids+=($!)
-    until curl -sf 127.0.0.1:$port/ready > /dev/null; do
+    until curl -sf 127.0.0.1:$((8101 + i))/ready > /dev/null; do
       kill -0 "${pids[-1]}" 2>/dev/null || { log "tolk ($which) died"; return 1; }
       sleep 1
     done
   done
-  for round in 1 2 3 4 5; do
-    for which in old new; do
-      port=$([ $which = old ] && echo 8101 || echo 8102)
+  for round in $(seq 1 "${LOOP_AB_ROUNDS:-5}"); do
+    for i in "${!servers[@]}"; do
+      which=${servers[$i]}
       log "real-loop-ab: round $round, $which"
-      "${TOLK[@]}" bench run --url http://127.0.0.1:$port --workload "$RUN/flores-500x6.jsonl" \
-        --concurrency 256 --requests 2700 --warmup 256 --out "$out/round-$round-$which" \
-        > /dev/null 2>&1
+      "${TOLK[@]}" bench run --url http://127.0.0.1:$((8101 + i)) \
+        --workload "$RUN/flores-500x6.jsonl" --concurrency 256 --requests 2700 --warmup 256 \
+        --out "$out/round-$round-$which" > /dev/null 2>&1
     done
   done
   kill -TERM "${pids[@]}" 2>/dev/null; wait "${pids[@]}" 2>/dev/null; return 0

@@ -369,37 +369,3 @@ async def test_standin_requests_refused_before_the_engine(
     assert refused.value.details["max_model_len"] == engine.max_model_len
     assert script.prompts == []
     assert engine.admission.held == 0
-
-
-async def test_standin_a_small_requests_preparation_stays_on_the_loop_a_large_one_goes_out(
-    standin_translator: Translator, standin_script: dict[str, Script]
-) -> None:
-    """Parsing and planning a request of at most INLINE_CHARS characters without a glossary
-    runs on the event loop's thread (a hand-off to the pool would cost the loop more); a
-    longer one, or one with a glossary, in the preparation pool; the answers alike."""
-    import threading
-
-    from tolk.translation.formats import parse
-    from tolk.translation.service import INLINE_CHARS
-
-    threads: list[str] = []
-
-    async def translated(text: str, **fields: Any) -> str:
-        def documents(cut: Any) -> list[Any]:
-            threads.append(threading.current_thread().name)
-            return [parse("text", text, cut)]
-
-        done = await standin_translator.translate_documents(
-            documents, len(text), _request(**fields)
-        )
-        return done.texts[0]
-
-    loop_thread = threading.current_thread().name
-    short = "Good morning."
-    assert await translated(short) == GERMAN
-    long = " ".join([short] * (INLINE_CHARS // len(short) + 1))
-    assert len(long) > INLINE_CHARS
-    assert await translated(long)
-    assert await translated(short, glossary=GlossaryRequest(entries={"morning": "Morgen"}))
-    assert threads[0] == loop_thread
-    assert [name.startswith("tolk-prepare") for name in threads[1:]] == [True, True]

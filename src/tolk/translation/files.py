@@ -153,7 +153,6 @@ async def translate_file(
         opened.characters,
         request,
         sample=opened.sample,
-        opened=True,
     )
     content = await translator.offload(opened.save, translation)
     return TranslatedFile(content, kind, translation)

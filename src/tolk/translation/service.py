@@ -24,7 +24,7 @@ import contextvars
 import dataclasses
 import functools
 import time
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any, TypeVar
@@ -71,17 +71,6 @@ class NamedGlossary:
     source: str
     target: str
     entries: Mapping[str, str]
-
-
-# A request's preparation steps run inline up to this many characters (Translator._preparer).
-INLINE_CHARS = 1000
-# How a preparation step runs: Translator.offload, or _inline.
-Prepare = Callable[..., Awaitable[Any]]
-
-
-async def _inline(fn: Callable[..., T], *args: Any) -> T:
-    """`fn(*args)` on the event loop (a small request's preparation: Translator._preparer)."""
-    return fn(*args)
 
 
 class Translator:
@@ -218,49 +207,23 @@ class Translator:
         *,
         on_segment: OnSegment | None = None,
         sample: str = "",
-        opened: bool = False,
     ) -> Translation:
         """The one path every request takes (texts, markup, files): `documents(cut)` makes
         the documents once the model (and so its tokenizer) is known. Without a source
-        language, it is detected from `sample` (a file's text). `opened`: the documents come
-        from an opened file (whose units are not bounded by its characters alone: its
-        preparation always goes to the pool)."""
+        language, it is detected from `sample` (a file's text)."""
         # One deadline from here, the preparation included; the allowance per round of
         # segments is added once the segments are known.
-        prepare = self.offload if opened else self._preparer(characters, request)
         async with deadline_of(request.deadline) as deadline:
-            routed, detections, plan = await self._routed(documents, request, sample, prepare)
-            done, engine_seconds = await self._passes(
-                routed, plan, request, deadline, on_segment, prepare
-            )
-            rendered = await prepare(_rendered, plan, done, request.alternatives)
+            routed, detections, plan = await self._routed(documents, request, sample)
+            done, engine_seconds = await self._passes(routed, plan, request, deadline, on_segment)
+            rendered = await self.offload(_rendered, plan, done, request.alternatives)
         return _translation(routed, request, done, rendered, characters, engine_seconds, detections)
-
-    def _preparer(self, characters: int, request: TranslationRequest) -> Prepare:
-        """How a request's preparation steps run (parsing and planning, putting segments back,
-        assembling the answer): in the preparation pool, or for a request of at most
-        INLINE_CHARS characters without a glossary on the event loop itself. Handing a step to
-        the pool and back costs the loop more than such a step: with one sentence a request
-        it was 4% of the loop at 256 clients on the H100 (docs/benchmarks.md, section 22).
-        The bound keeps what runs inline to a fraction of a millisecond: the steps are
-        linear in the input, and a glossary (its database look-up, its terms) always goes
-        to the pool."""
-        glossary = request.glossary
-        if (
-            characters > INLINE_CHARS
-            or glossary.entries
-            or glossary.ids
-            or glossary.do_not_translate
-        ):
-            return self.offload
-        return _inline
 
     async def _routed(
         self,
         documents: Callable[[Splitter], Sequence[Document]],
         request: TranslationRequest,
         sample: str,
-        prepare: Prepare,
     ) -> tuple[Routed, tuple[Detection, ...], DocumentPlan]:
         """The request's source language (detected from `sample` if it names none), its
         engine, its glossary and instructions, and its documents' plan."""
@@ -278,7 +241,7 @@ class Translator:
             await asyncio.to_thread(self._check_memory, request.translation_memory, source)
         told = instructions_for(engine, target, request.instructions)
         cut = self._splitter(engine, request.split, source)
-        plan, resolved = await prepare(
+        plan, resolved = await self.offload(
             self._plan, documents, cut, request.glossary, source, target, engine
         )
         return Routed(engine, source, target, resolved, told), detections, plan
@@ -290,7 +253,6 @@ class Translator:
         request: TranslationRequest,
         deadline: Deadline,
         on_segment: OnSegment | None,
-        prepare: Prepare,
     ) -> tuple[dict[str, Done], float]:
         """Every segment of the plan translated, pass by pass, and the seconds spent on the
         engine. Admission is decided for the whole request before any per-segment work."""
@@ -316,7 +278,7 @@ class Translator:
                 while pending:
                     progress.planned = max(progress.planned, len(done) + len(pending))
                     done |= await SegmentRun(self, routed, request, flow).translate(pending)
-                    pending = await prepare(plan.restore, done)
+                    pending = await self.offload(plan.restore, done)
             finally:
                 flow.close()
         return done, time.monotonic() - started
