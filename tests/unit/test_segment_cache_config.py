@@ -124,6 +124,12 @@ def _plain(text: str) -> str:
     return " ".join(re.sub(r"[│╭╮╰╯─]", " ", text).split())
 
 
+def _says(output: str, words: str) -> bool:
+    """Whether `output` holds `words`, whitespace aside: on a narrow terminal rich breaks a
+    long path inside its error panel."""
+    return "".join(words.split()) in "".join(output.split())
+
+
 @pytest.mark.parametrize("name", ["segment-cache", "memory"])
 def test_bench_segment_cache_and_its_old_name_both_run(name: str) -> None:
     result = CliRunner().invoke(app, ["bench", name, "--help"], terminal_width=200)
@@ -181,7 +187,7 @@ def test_bench_quality_reads_the_directory_the_environment_names(
     code, output = _quality()
     assert code == 2
     assert "TOLK_QUALITY_DATA" not in output
-    assert f"no file for de in {tmp_path}" in output
+    assert _says(output, f"no file for de in {tmp_path}")
 
 
 def test_bench_quality_data_option_wins_over_the_environment(
@@ -192,4 +198,4 @@ def test_bench_quality_data_option_wins_over_the_environment(
     given.mkdir()
     code, output = _quality("--data", str(given))
     assert code == 2
-    assert f"in {given}" in output
+    assert _says(output, f"in {given}")
