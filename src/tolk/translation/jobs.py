@@ -9,7 +9,7 @@ import math
 import re
 import weakref
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 import cachetools
 
@@ -159,15 +159,22 @@ class PromptEncoder:
         return len(self._tokenizer.encode(text, add_special_tokens=False))
 
 
-_encoders: weakref.WeakKeyDictionary[Any, PromptEncoder] = weakref.WeakKeyDictionary()
+Made = TypeVar("Made", "PromptEncoder", "ChatFrames")
+_made: weakref.WeakKeyDictionary[Any, dict[type[Any], Any]] = weakref.WeakKeyDictionary()
+
+
+def _one_per(tokenizer: Tokenizer, kind: type[Made]) -> Made:
+    """The tokenizer's `kind` (one per tokenizer, made on first use)."""
+    mine = _made.setdefault(tokenizer, {})
+    found: Made | None = mine.get(kind)
+    if found is None:
+        found = mine[kind] = kind(tokenizer)
+    return found
 
 
 def encoder(tokenizer: Tokenizer) -> PromptEncoder:
-    """The tokenizer's PromptEncoder (one per tokenizer, made on first use)."""
-    found = _encoders.get(tokenizer)
-    if found is None:
-        found = _encoders[tokenizer] = PromptEncoder(tokenizer)
-    return found
+    """The tokenizer's PromptEncoder."""
+    return _one_per(tokenizer, PromptEncoder)
 
 
 class ChatFrames:
@@ -221,15 +228,9 @@ class ChatFrames:
         return self._whole(messages)
 
 
-_frames: weakref.WeakKeyDictionary[Any, ChatFrames] = weakref.WeakKeyDictionary()
-
-
 def frames(tokenizer: Tokenizer) -> ChatFrames:
-    """The tokenizer's ChatFrames (one per tokenizer, made on first use)."""
-    found = _frames.get(tokenizer)
-    if found is None:
-        found = _frames[tokenizer] = ChatFrames(tokenizer)
-    return found
+    """The tokenizer's ChatFrames."""
+    return _one_per(tokenizer, ChatFrames)
 
 
 def render(prompt: Prompt, tokenizer: Tokenizer, segment: str = "") -> tuple[list[int], int | None]:
