@@ -87,7 +87,7 @@ class PromptEncoder:
         The piece holding the segment ("user\n<the request>\n<the segment>") is new with every
         segment; the request before the segment's line is the pair's and remembered like the
         other pieces, and the segment is encoded once, alone: its tokens counted from that
-        encoding rather than by a second one (at 256 clients on the H100 counting them apart
+        encoding rather than by a second one (at 256 clients on the H200 counting them apart
         was 5% of the event loop: docs/benchmarks.md, section 22). A line break ends a
         pre-token in the byte-level BPE tokenizers this is made for, so the ids are the same;
         `tail_usable` turns off for good, with a warning, if the first prompts show otherwise."""
@@ -181,8 +181,8 @@ class ChatFrames:
     """A chat prompt's text through the model's chat template, the template run once per
     frame: everything but the last message's content (the system and example turns, the
     last message's role), rendered around a marker and remembered, the content put in the
-    marker's place. The template is Jinja, run per segment it was 3% of the event loop at
-    256 clients on the H100 (docs/benchmarks.md, section 22). A template that does more with
+    marker's place. The template is Jinja: run for every segment, it was 1.6% of the event
+    loop at 256 clients on the H200 (docs/benchmarks.md, section 22). A template that does more with
     the last content than writing it out (or writes the marker twice) is run whole, for
     good, as are all templates whose first prompts show any difference, with a warning."""
 
