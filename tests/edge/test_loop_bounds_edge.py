@@ -37,6 +37,10 @@ HOSTILE: list[tuple[str, str, dict[str, object]]] = [
     ("CJK without punctuation", "/translate", {"text": "漢" * 40_000}),  # 22 s
     ("40,000 tiny sentences", "/translate", {"text": "a. " * 36_000}),  # 30 s
     ("private use", "/translate", {"text": "\ue000" * 40_000}),  # 23 s
+    # A prompt cut at every special token's name (PromptEncoder.encode_counted looks through
+    # its pieces for the segment's line): the names alone, and in sentences.
+    ("special tokens' names", "/translate", {"text": "<|im_end|>" * 10_000}),
+    ("a special token in each sentence", "/translate", {"text": "a <|im_start|>b. " * 6_000}),
     (
         "nested <b>",
         "/translate",

@@ -15,10 +15,10 @@ a `tolk fleet` of N servers, each on its own GPU where there are GPUs, behind to
 
 from __future__ import annotations
 
-import functools
+import contextlib
 import json
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Coroutine, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -49,6 +49,8 @@ from tolk.translation.jobs import EngineJob
 from tolk.wire.prometheus import Snapshot
 
 SCHEMA = "tolk.bench.versus/1"
+# One closed loop's records and wall time (loadgen.closed_loop, overhead.direct_loop).
+Loop = Coroutine[Any, Any, tuple[list[RequestRecord], float]]
 PATHS = ("vllm", "tolk")
 ALL_PATHS = ("vllm", "tolk", "direct")
 
@@ -200,32 +202,32 @@ async def _round(
     requests and the GPU's utilisation sampled meanwhile."""
     items = workload.stream()
     sampler = PassSampler(system.url, read=system.read_metrics if system.url is None else None)
-    if system.engine is not None:
-        engine = system.engine
-        jobs = (prepared[item] for item in items)
+    async with contextlib.AsyncExitStack() as stack:
+        if system.engine is not None:
+            engine, jobs = system.engine, (prepared[item] for item in items)
+
+            def run(count: int, progress: loadgen.Progress | None = None) -> Loop:
+                return direct_loop(engine, jobs, concurrency, count, progress)
+        else:
+            assert system.url is not None
+            client = await stack.enter_async_context(
+                loadgen.make_client(system.url, concurrency + 4)
+            )
+
+            def run(count: int, progress: loadgen.Progress | None = None) -> Loop:
+                return loadgen.closed_loop(
+                    client, items, concurrency, requests=count, path=system.url_path,
+                    encode=system.encode, progress=progress,
+                )  # fmt: skip
+
         if warmup:
-            await direct_loop(engine, jobs, concurrency, warmup)
+            await run(warmup)
         before = await system.counters()
         sampler.start()
         try:
-            records, duration = await direct_loop(engine, jobs, concurrency, requests, advance)
+            records, duration = await run(requests, advance)
         finally:
             await sampler.stop()
-    else:
-        assert system.url is not None
-        async with loadgen.make_client(system.url, concurrency + 4) as client:
-            run = functools.partial(
-                loadgen.closed_loop, client, items, concurrency,
-                path=system.url_path, encode=system.encode,
-            )  # fmt: skip
-            if warmup:
-                await run(requests=warmup)
-            before = await system.counters()
-            sampler.start()
-            try:
-                records, duration = await run(requests=requests, progress=advance)
-            finally:
-                await sampler.stop()
     return {
         "path": system.path,
         "summary": summarize(records, duration).to_json(),

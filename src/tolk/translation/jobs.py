@@ -75,11 +75,9 @@ class PromptEncoder:
         self._checked = 0
         self._pieces: cachetools.LRUCache[str, list[int]] = cachetools.LRUCache(4096)
 
-    def encode(self, text: str, tail: str = "") -> list[int]:
-        """`tokenizer.encode(text, add_special_tokens=False)`, from remembered pieces. With
-        `tail` (the segment's own text, which ends the piece before a special token), see
-        encode_counted."""
-        return self.encode_counted(text, tail)[0]
+    def encode(self, text: str) -> list[int]:
+        """`tokenizer.encode(text, add_special_tokens=False)`, from remembered pieces."""
+        return self.encode_counted(text)[0]
 
     def encode_counted(self, text: str, tail: str = "") -> tuple[list[int], int | None]:
         """encode(text), and how many of its ids are `tail`'s (None where it was not cut out).
