@@ -178,6 +178,18 @@ class CheckSettings(_Strict):
         "flagged (one in 10 is still retried, so that the share keeps being measured); 0: "
         "always retried (tolk.translation.watch).",
     )
+    first_as_retry_limit: float = Field(
+        0.5,
+        gt=0,
+        le=1,
+        description="A language pair whose first tries were replaced by their retry's output "
+        "in more than this share of its last 200 (other than copies of an example and lost "
+        "placeholders, watched apart) gets its first tries as its retries are: without "
+        "examples, told again which language to answer in, with `retry_sampling`; one engine "
+        "request where it took two, and no greedy loop run first (one in 10 still goes as "
+        "usual, so that the share keeps being measured); 1: first tries always as usual "
+        "(tolk.translation.watch).",
+    )
     markup_sampling: SamplingSettings = Field(
         default_factory=lambda: SamplingSettings(temperature=0.7, top_p=0.95),
         description="Decoding settings of the markup retry's candidates (sampled: greedy "

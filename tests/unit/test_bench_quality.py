@@ -736,6 +736,9 @@ def test_each_variant_switches_one_feature_off_on_every_model() -> None:
     assert model.checks.markup_fallback_early
     assert not off["fallback-late"].checks.markup_fallback_early
     assert off["fallback-late"].checks.retry_min_mended == 0.2
+    assert model.checks.first_as_retry_limit == 0.5
+    assert off["first-as-usual"].checks.first_as_retry_limit == 1.0
+    assert off["first-as-usual"].checks.retry_sampling == model.checks.retry_sampling
 
 
 def test_translation_memory_and_alternative_systems_say_so_in_their_requests() -> None:

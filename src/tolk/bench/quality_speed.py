@@ -68,6 +68,9 @@ VARIANTS: dict[str, Callable[[TolkConfig], TolkConfig]] = {
     "retry-greedy": _checks({"retry_sampling": SamplingSettings()}),
     # Every retry done, however rarely a pair's retries mend (checks.retry_min_mended).
     "retry-always": _checks({"retry_min_mended": 0.0}),
+    # Every first try as usual (greedy, the examples shown where the model does not copy
+    # them), however often its pair's retries replace it (checks.first_as_retry_limit).
+    "first-as-usual": _checks({"first_as_retry_limit": 1.0}),
     # A markup unit's plain-text fallback asked for after its markup retry, not beside it.
     "fallback-late": _checks({"markup_fallback_early": False}),
 }

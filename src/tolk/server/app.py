@@ -179,6 +179,7 @@ class ServerParts:
             "examples": translator.copying,
             "markup_retry": translator.markup_retries,
             "retry": translator.retries,
+            "first_try": translator.first_tries,
         }
         app.state.memories = translator.memories
         app.state.gateway = Gateway(

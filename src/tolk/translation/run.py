@@ -154,6 +154,7 @@ class SegmentRun:
         "_checks",
         "_copying",
         "_engine",
+        "_first_watch",
         "_flow",
         "_glossary",
         "_instructed",
@@ -204,6 +205,9 @@ class SegmentRun:
         self._markup_watch = translator.markup_retries if watch else None
         watch = self._retries and checks.retry_min_mended > 0
         self._retry_watch = translator.retries if watch else None
+        # Sampled candidates and alternatives need the usual first try beside them.
+        watch = self._retries and checks.first_as_retry_limit < 1 and not self._sampled
+        self._first_watch = translator.first_tries if watch else None
         self._tm = request.translation_memory
         self._memories = translator.memories
         self._memory = translator.memory if request.memory != "off" else None
@@ -238,13 +242,14 @@ class SegmentRun:
                 told = dataclasses.replace(
                     told, custom=(*told.custom, reference_instruction(match))
                 )
+        form = self.first_form(text, told)
         job: EngineJob | None = None
         key: str | None = None
         if self._memory is not None:
-            job, key, hit = await self.recall(index, text, told)
+            job, key, hit = await self.recall(index, text, form)
             if hit is not None:
                 return hit
-        finished, verdict = await self.translated(index, text, job, told, key is not None, slotted)
+        finished, verdict = await self.translated(index, text, job, form, key is not None, slotted)
         self.remember(key, finished.text, verdict)
         return finished
 
@@ -259,7 +264,7 @@ class SegmentRun:
         )
 
     async def recall(
-        self, index: int, text: str, told: Instructions
+        self, index: int, text: str, form: FirstForm
     ) -> tuple[EngineJob, str, Done | None]:
         """The segment's job and its key in the segment cache (tolk.store.segment_cache), and
         what the cache has for it if it is looked up. Looked up before waiting for an engine slot:
@@ -267,7 +272,7 @@ class SegmentRun:
         memory = self._memory
         assert memory is not None
         await self._pacer.turn()
-        job = self.job(index, text, *self.first_prompt(text, told))
+        job = self.job(index, text, form.told, form.examples)
         key = self._translator.memory_key(self._engine, text, job)
         if not self._lookups:
             return job, key, None
@@ -293,7 +298,7 @@ class SegmentRun:
         index: int,
         text: str,
         job: EngineJob | None,
-        told: Instructions,
+        form: FirstForm,
         looked_up: bool,
         slotted: bool = True,
     ) -> tuple[Done, Verdict]:
@@ -307,13 +312,13 @@ class SegmentRun:
             # A loop is stopped where it shows, not run to the budget (a source that
             # repeats itself may be translated so: its generations run to the end).
             stop = self._stop_loops and loop_span(text) < LOOP_MIN_CHARS
-            tries, first = await self.first_try(index, text, stop, job, told)
+            tries, first = await self.first_try(index, text, stop, job, form)
             made = tries
             chosen, retried = first, False
             if "placeholders" in first.verdict.problems:
                 flow.start_fallback(text, lambda plain: self.produce(index, plain, False))
-            if self._retries and first.verdict.retryable and self.retrying(first.verdict):
-                again = await self.retry(index, text, stop, first.verdict, told)
+            if self._retries and first.verdict.retryable and self.retrying(first.verdict, form):
+                again = await self.retry(index, text, stop, first.verdict, form.asked)
                 tries, retried = [*tries, *again], True
                 # The retry's least bad candidate, if it is less bad (a copy of the
                 # examples worst, then by the number of problems).
@@ -323,6 +328,7 @@ class SegmentRun:
                 self.count_retry(first.verdict, again, mended=chosen is best)
                 if "placeholders" not in chosen.verdict.problems:
                     flow.drop_fallback(text)
+            self.count_first(form, first.verdict, replaced=chosen is not first)
             if "placeholders" in chosen.verdict.problems:
                 await flow.stand_in(text)
         finished = Done(
@@ -339,17 +345,19 @@ class SegmentRun:
         return finished, chosen.verdict
 
     async def first_try(
-        self, index: int, text: str, stop: bool, job: EngineJob | None, told: Instructions
+        self, index: int, text: str, stop: bool, job: EngineJob | None, form: FirstForm
     ) -> tuple[list[Attempt], Attempt]:
-        """The segment's first try, and the output chosen of it: the greedy output and, with
-        `candidates.n` > 1, n-1 sampled ones to choose among by minimum Bayes risk; as many
-        as the request's `alternatives` if more, the further ones only alternatives. `job`:
-        the segment's, if the segment cache's step made it already."""
+        """The segment's first try, and the output chosen of it: the greedy output (or, as
+        a retry, `checks.retry_sampling`'s) and, with `candidates.n` > 1, n-1 sampled ones
+        to choose among by minimum Bayes risk; as many as the request's `alternatives` if
+        more, the further ones only alternatives. `job`: the segment's, if the segment
+        cache's step made it already."""
         if job is None:
-            job = self.job(index, text, *self.first_prompt(text, told))
+            job = self.job(index, text, form.told, form.examples)
         engine, size = self._engine, self._flow.progress.segments
         ids, budget = job.prompt_ids, job.max_tokens
-        requests = [engine.generate_n(ids, budget, None, stop, 1, None, segments=size)]
+        decoding = self._checks.retry_sampling if form.as_retry else None
+        requests = [engine.generate_n(ids, budget, decoding, stop, 1, None, segments=size)]
         if self._sampled:  # and sampled ones beside the greedy one
             sampling = self._candidates.sampling
             requests.append(
@@ -364,33 +372,61 @@ class SegmentRun:
             self._copying.record(engine.name, self._source.tag, self._target.tag, copied, limit)
         return tries, first
 
-    def first_prompt(self, text: str, told: Instructions) -> tuple[Instructions, bool]:
-        """The first try's instructions and whether it shows the pair's examples: it does,
-        unless the model has been copying them (tolk.translation.watch); then it goes as
-        its retry would, with the retry's firmer instruction where configured."""
-        copying, engine = self._copying, self._engine
-        if copying is None or copying.do(engine.name, self._source.tag, self._target.tag):
-            return told, True
-        if self._checks.retry_instruction:
-            told = firmer(engine, told, text, self._source, self._target, COPIED)
-        return told, False
+    def first_form(self, text: str, told: Instructions) -> FirstForm:
+        """How the segment's first try goes (tolk.translation.watch): as the pair's retries
+        do, where most of its first tries were replaced by their retry's output (told what
+        the last such first try's retry was told, with `checks.retry_sampling`); else with
+        the pair's examples, unless the model has been copying them (then without, told
+        what a copy's retry is told)."""
+        pair = (self._engine.name, self._source.tag, self._target.tag)
+        first, copying = self._first_watch, self._copying
+        if first is not None and not first.do(*pair):
+            problems = self._translator.replaced.get(pair, ())
+            return FirstForm(told, self.told_again(text, told, Verdict(problems)), False, True)
+        if copying is None or copying.do(*pair):
+            return FirstForm(told, told, True)
+        return FirstForm(told, self.told_again(text, told, COPIED), False)
+
+    def told_again(self, text: str, told: Instructions, problems: Verdict) -> Instructions:
+        """A retry's instructions after `problems`: firmer, where `checks.retry_instruction`."""
+        if not self._checks.retry_instruction:
+            return told
+        return firmer(self._engine, told, text, self._source, self._target, problems)
 
     def _watch_of(self, first: Verdict) -> PairWatch | None:
         """The pair's watch over the retry `first` would have (tolk.translation.watch): the
         markup retry's where lost placeholders are all another try could mend, none for a
         copy of the examples (always retried: its words are another sentence's), else that of
         retries."""
-        problems = {p for p in first.problems if p != "cut_character"}
-        if problems == {"placeholders"}:
+        if _markup_only(first):
             return self._markup_watch
-        return None if "copied_example" in problems else self._retry_watch
+        return None if "copied_example" in first.problems else self._retry_watch
 
-    def retrying(self, first: Verdict) -> bool:
+    def retrying(self, first: Verdict, form: FirstForm) -> bool:
         """Whether a first try with problems is retried: yes, unless its pair's retries of
-        such problems rarely mend them (tolk.translation.watch). A markup unit not retried
-        falls back to its plain text at once; a text keeps its first try, flagged."""
+        such problems rarely mend them (tolk.translation.watch), or it went as a retry and
+        its retry would be the same request (greedy `checks.retry_sampling`; a markup retry
+        samples candidates, so is still done). A markup unit not retried falls back to its
+        plain text at once; a text keeps its first try, flagged."""
+        greedy = self._checks.retry_sampling.temperature == 0
+        if form.as_retry and greedy and not _markup_only(first):
+            return False
         watch = self._watch_of(first)
         return watch is None or watch.do(self._engine.name, self._source.tag, self._target.tag)
+
+    def count_first(self, form: FirstForm, first: Verdict, replaced: bool) -> None:
+        """A usual first try's outcome, for its pair's watch over first tries: waste if its
+        retry's output replaced it. Copies of an example and lost placeholders alone are
+        their own watches' (the examples', the markup retry's), so not counted here."""
+        watch = self._first_watch
+        if watch is None or form.as_retry or _markup_only(first):
+            return
+        if "copied_example" in first.problems:
+            return
+        pair = (self._engine.name, self._source.tag, self._target.tag)
+        if replaced:
+            self._translator.replaced[pair] = first.problems
+        watch.record(*pair, replaced, self._checks.first_as_retry_limit)
 
     def count_retry(self, first: Verdict, again: Sequence[Attempt], mended: bool) -> None:
         """A retry's outcome, for the pair's watch: a markup retry is waste if no output of
@@ -520,6 +556,23 @@ class SegmentRun:
 
 # What a first try without examples is told, as the retry of a copy would be.
 COPIED = Verdict(("copied_example",))
+
+
+def _markup_only(verdict: Verdict) -> bool:
+    """Whether lost placeholders are all another try could mend (a markup retry's)."""
+    return {p for p in verdict.problems if p != "cut_character"} == {"placeholders"}
+
+
+@dataclass(frozen=True)
+class FirstForm:
+    """How a segment's first try goes (SegmentRun.first_form): `asked`, the request's
+    instructions (what a retry starts from), `told`, the first try's, whether it shows the
+    pair's `examples`, and whether it goes `as_retry` (with `checks.retry_sampling`)."""
+
+    asked: Instructions
+    told: Instructions
+    examples: bool
+    as_retry: bool = False
 
 
 def finish(

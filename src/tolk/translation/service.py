@@ -37,7 +37,7 @@ from tolk.store.memories import TranslationMemories
 from tolk.store.segment_cache import SegmentMemory, memory_key, model_revision
 from tolk.translation import chat
 from tolk.translation.chat import ChatCompletion
-from tolk.translation.checks import OutputChecks
+from tolk.translation.checks import OutputChecks, Problem
 from tolk.translation.document import Document
 from tolk.translation.fidelity import CheckCounts, TextWarning
 from tolk.translation.formats import Splitter, parse
@@ -105,6 +105,10 @@ class Translator:
         self.copying = PairWatch("first tries shown examples")
         self.markup_retries = PairWatch("markup retries")
         self.retries = PairWatch("retries")
+        # And whether most first tries are replaced by their retry's output: then they go as
+        # retries do, and the problems of the last one replaced are what they are told.
+        self.first_tries = PairWatch("first tries replaced by their retry")
+        self.replaced: dict[tuple[str, str, str], tuple[Problem, ...]] = {}
         # Per-request work whose cost grows with the input (parsing, segmenting, the
         # glossary, planning and rendering documents) runs here, never on the event loop,
         # so one large or hostile request cannot stall every other client; the pool's size

@@ -1,0 +1,140 @@
+"""A pair whose first tries are mostly replaced by their retry's output gets its first tries as
+its retries are (`checks.first_as_retry_limit`, tolk.translation.watch): in-process over a
+stand-in engine (named so) scripted as the 0.5B Qwen writes Nepali, looping whenever it
+decodes greedily and translating under the retry's repetition penalty. The real model's figures
+are `tolk bench quality`'s (docs/benchmarks.md, section 23)."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from tests.support.metrics import metric_samples
+from tests.support.prompt_examples import SOURCE, TRANSLATION, scripted_server, translated
+from tests.support.servers import InProcessServer
+from tolk.languages import lang
+from tolk.testing.fake_engine import FakeCompletion, FakeLLM, FakeOutput
+from tolk.translation.examples import examples
+from tolk.translation.watch import MIN_SEEN, PROBE_EVERY
+
+LOOP = "Das Museum öffnet " * 12
+
+
+def _looper(
+    test_model: Path, **settings: Any
+) -> Iterator[tuple[InProcessServer, FakeLLM, list[Any]]]:
+    """A stand-in that loops unless its sampling has a repetition penalty; `asked` keeps each
+    request's (prompt text, sampling params)."""
+    from transformers import AutoTokenizer
+
+    tokenizer = AutoTokenizer.from_pretrained(str(test_model))
+    scripted = scripted_server(test_model, "looper", lambda prompt: TRANSLATION, **settings)
+    server, llm = next(scripted)
+    asked: list[Any] = []
+
+    async def generate(
+        prompt: Any, sampling_params: Any, request_id: str, *, priority: int = 0
+    ) -> AsyncIterator[FakeOutput]:
+        text = str(tokenizer.decode(list(prompt["prompt_token_ids"])))
+        asked.append((text, sampling_params))
+        llm.requests += 1
+        penalised = (sampling_params.repetition_penalty or 1.0) > 1.0
+        reply = TRANSLATION if penalised else LOOP
+        out = [*tokenizer.encode(reply, add_special_tokens=False), tokenizer.eos_token_id]
+        yield FakeOutput([FakeCompletion(out, "stop") for _ in range(sampling_params.n)])
+
+    llm.generate = generate  # type: ignore[method-assign]
+    try:
+        yield server, llm, asked
+    finally:
+        scripted.close()
+
+
+@pytest.fixture
+def looping(test_model: Path) -> Iterator[tuple[InProcessServer, FakeLLM, list[Any]]]:
+    yield from _looper(test_model, prompt_examples=2)
+
+
+def test_first_tries_their_retries_replace_go_as_retries(
+    looping: tuple[InProcessServer, FakeLLM, list[Any]],
+) -> None:
+    """Until MIN_SEEN first tries have been replaced, each text costs two engine requests (the
+    greedy loop, the penalised retry that mends it); then one, the first try going as the retry
+    went: without the examples, told to translate each sentence once, with the retry's
+    repetition penalty; one in PROBE_EVERY still goes as usual and is retried. Every answer is
+    the mended translation, unflagged."""
+    server, llm, asked = looping
+
+    def translate() -> None:
+        answer = translated(server, SOURCE)
+        assert answer["translation"] == TRANSLATION, answer
+        assert answer.get("warnings", []) == [], answer
+
+    for _ in range(MIN_SEEN):
+        translate()
+    assert llm.requests == 2 * MIN_SEEN
+    for _ in range(2 * PROBE_EVERY):
+        translate()
+    assert llm.requests == 2 * MIN_SEEN + 2 * PROBE_EVERY + 2
+    # The last was a probe: its usual first try (greedy, the examples shown) and its retry;
+    # the one before went as a retry.
+    shown = examples(lang("en"), lang("de"), 2)
+    (up_front, up_sampling), (probe, probe_sampling) = asked[-3], asked[-2]
+    assert up_sampling.repetition_penalty == 1.2 and up_sampling.n == 1
+    assert not any(t in up_front for _, t in shown)
+    assert "Write the translation in German only" in up_front
+    assert "Translate each sentence once, without repeating words" in up_front
+    assert SOURCE in up_front
+    assert probe_sampling.repetition_penalty == 1.0
+    assert all(t in probe for _, t in shown)
+    assert asked[-1][1].repetition_penalty == 1.2  # the probe's retry
+    metrics = httpx.get(f"{server.url}/metrics", timeout=30).text
+    labels = {"model": "looper", "pair": "en>de", "step": "first_try"}
+    assert (labels, 1.0) in metric_samples(metrics, "tolk_pair_skipping")
+    assert (labels, 1.0) in metric_samples(metrics, "tolk_pair_waste_share")
+
+
+def test_a_first_try_as_a_retry_that_fails_is_flagged_not_sent_twice(
+    looping: tuple[InProcessServer, FakeLLM, list[Any]],
+) -> None:
+    """Once first tries go as retries, one whose output still has a problem is returned
+    flagged: its retry would be the same engine request (greedy `retry_sampling`)."""
+    server, llm, asked = looping
+    for _ in range(MIN_SEEN):
+        translated(server, SOURCE)
+    before = llm.requests
+    # A text the stand-in loops on even under the penalty: what it writes is the loop.
+    generate = llm.generate
+
+    async def always_loops(
+        prompt: Any, sampling_params: Any, request_id: str, *, priority: int = 0
+    ) -> AsyncIterator[FakeOutput]:
+        sampling_params.repetition_penalty = 1.0
+        async for out in generate(prompt, sampling_params, request_id, priority=priority):
+            yield out
+
+    llm.generate = always_loops  # type: ignore[method-assign]
+    answer = translated(server, SOURCE)
+    assert llm.requests == before + 1
+    assert "loop" in [w["code"] for w in answer["warnings"]], answer
+
+
+@pytest.fixture
+def looping_as_usual(test_model: Path) -> Iterator[tuple[InProcessServer, FakeLLM, list[Any]]]:
+    yield from _looper(test_model, checks={"enabled": True, "first_as_retry_limit": 1})
+
+
+def test_a_limit_of_one_keeps_first_tries_as_usual(
+    looping_as_usual: tuple[InProcessServer, FakeLLM, list[Any]],
+) -> None:
+    """`first_as_retry_limit: 1`: every first try goes greedy and is retried, however often
+    its retry replaces it."""
+    server, llm, asked = looping_as_usual
+    for _ in range(MIN_SEEN + PROBE_EVERY):
+        assert translated(server, SOURCE)["translation"] == TRANSLATION
+    assert llm.requests == 2 * (MIN_SEEN + PROBE_EVERY)
+    assert [s.repetition_penalty for _, s in asked[-2:]] == [1.0, 1.2]
