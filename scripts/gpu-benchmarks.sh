@@ -12,7 +12,8 @@
 #   real-one real-fleet real-vllm-dp (and real-versus: one tolk against one vLLM server;
 #   real-versus-checks-off: the same with tolk's checks off, both engines sent the same
 #   requests; real-quality: `tolk bench quality` as shipped and with each feature off against vLLM's
-#   own server with the plain prompt, one GPU: issue 36; real-versus-pacing: checks off at
+#   own server with the plain prompt, one GPU: issue 36 ($QUALITY_VARIANTS, $QUALITY_ROUNDS;
+#   real-quality-no-ne: the same without en-ne); real-versus-pacing: checks off at
 #   three turn budgets of tolk.translation.pacing; real-pacing-ab: two of them side by side;
 #   real-three-way: vLLM's server, tolk and tolk's engine without HTTP, the same requests;
 #   real-profile-256: py-spy on tolk at 256 clients, checks off; real-loop-ab: tolk at
@@ -536,16 +537,24 @@ step_real-quality() {  # issue 36: the product against the raw server, as a user
   real_model || return 1
   local profiling=() top_loop
   if command -v py-spy > /dev/null; then profiling=(--profile); fi
+  local out="$RESULTS/${QUALITY_OUT:-real-quality}" pairs=()
+  if [ -n "${QUALITY_PAIRS:-}" ]; then pairs=(--pairs "$QUALITY_PAIRS"); fi
   ( while true; do date +%T; top -b -H -n 1 -w 400 | head -45; sleep 10; done ) \
-    > "$RESULTS/real-quality/top-threads.txt" 2>&1 &
+    > "$out/top-threads.txt" 2>&1 &
   top_loop=$!
   CUDA_VISIBLE_DEVICES=0 "${TOLK[@]}" bench quality --config $REAL_CONFIG \
     --openai-start models/qwen2.5-coder-0.5b-instruct --data "$DATA" --sentences 400 \
-    --markup --concurrency 256 --rounds "${QUALITY_ROUNDS:-2}" \
+    --markup --concurrency 256 --rounds "${QUALITY_ROUNDS:-2}" "${pairs[@]}" \
     --variants "${QUALITY_VARIANTS-examples-off,checks-off,retry-off}" "${profiling[@]}" \
-    --out "$RESULTS/real-quality"
+    --out "$out"
   local rc=$?
   kill $top_loop 2>/dev/null; wait $top_loop 2>/dev/null; return $rc
+}
+
+step_real-quality-no-ne() {  # issue 36: the same without en-ne (where tolk writes Nepali and
+  # the raw server mostly echoes English: the pair's cost apart from the others')
+  QUALITY_OUT=real-quality-no-ne QUALITY_PAIRS=en-de,en-fr,en-es,en-zh,de-en \
+    QUALITY_VARIANTS=${NO_NE_VARIANTS-} step_real-quality
 }
 
 steps=("$@")
