@@ -66,7 +66,7 @@ def test_first_tries_their_retries_replace_go_as_retries(
     greedy loop, the penalised retry that mends it); then one, the first try going as the retry
     went: without the examples, told to translate each sentence once, with the retry's
     repetition penalty; one in PROBE_EVERY still goes as usual and is retried. Every answer is
-    the mended translation, unflagged."""
+    the mended translation, unflagged. A segment with placeholders goes as usual."""
     server, llm, asked = looping
 
     def translate() -> None:
@@ -96,6 +96,12 @@ def test_first_tries_their_retries_replace_go_as_retries(
     labels = {"model": "looper", "pair": "en>de", "step": "first_try"}
     assert (labels, 1.0) in metric_samples(metrics, "tolk_pair_skipping")
     assert (labels, 1.0) in metric_samples(metrics, "tolk_pair_waste_share")
+    # A markup unit's first try still goes as usual: the penalty, counting the prompt's
+    # tokens, steers the model away from writing its placeholders back.
+    before = len(asked)
+    translated(server, "The **museum** opens at nine.", format="markdown")
+    assert asked[before][1].repetition_penalty == 1.0
+    assert "](1)" in asked[before][0].rsplit("<|im_start|>user", 1)[-1]
 
 
 def test_a_first_try_as_a_retry_that_fails_is_flagged_not_sent_twice(

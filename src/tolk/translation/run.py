@@ -375,12 +375,17 @@ class SegmentRun:
     def first_form(self, text: str, told: Instructions) -> FirstForm:
         """How the segment's first try goes (tolk.translation.watch): as the pair's retries
         do, where most of its first tries were replaced by their retry's output (told what
-        the last such first try's retry was told, with `checks.retry_sampling`); else with
-        the pair's examples, unless the model has been copying them (then without, told
-        what a copy's retry is told)."""
+        the last such first try's retry was told, with `checks.retry_sampling`), unless it
+        has placeholders; else with the pair's examples, unless the model has been copying
+        them (then without, told what a copy's retry is told).
+
+        A segment with placeholders always goes as usual: the retry's repetition penalty
+        counts the prompt's tokens too, so it steers the model away from writing the
+        placeholders back (measured on the H100: en-ne markup units kept none of them and
+        took 1-1.5 s longer, docs/benchmarks.md section 23)."""
         pair = (self._engine.name, self._source.tag, self._target.tag)
         first, copying = self._first_watch, self._copying
-        if first is not None and not first.do(*pair):
+        if first is not None and not PLACEHOLDER.search(text) and not first.do(*pair):
             problems = self._translator.replaced.get(pair, ())
             return FirstForm(told, self.told_again(text, told, Verdict(problems)), False, True)
         if copying is None or copying.do(*pair):
