@@ -1,6 +1,6 @@
 """What tolk learns per language pair about its own tries, and stops doing where it is waste.
 
-Three things tolk does for quality cost a whole engine request each and are measured, per model
+Four things tolk does for quality cost a whole engine request each and are measured, per model
 and language pair, by the outcomes of the last WINDOW times they were done:
 
 - **Examples** (`prompt_examples`) lift chrF++ on most pairs (docs/benchmarks.md, section 10).
@@ -23,6 +23,14 @@ and language pair, by the outcomes of the last WINDOW times they were done:
   output was less bad than the first try's, the pair's first tries are returned with their
   problems flagged. A copy of the examples is always retried (its words are another
   sentence's).
+- **The usual first try** (greedy, the examples shown) is itself waste where the pair's
+  retries replace most of them: the 0.5B Qwen's greedy Nepali loops in 84% of first tries
+  and the penalised retry mends all but 7% (docs/benchmarks.md, section 18), so each en-ne
+  text cost two engine requests, the first run to its budget where vLLM has no loop
+  detection. Past `checks.first_as_retry_limit` of first tries replaced by their retry's
+  output, the pair's first tries go as its retries do (no examples, told what the last
+  replaced one's retry was told, `checks.retry_sampling`), and are not retried the same way
+  again; a segment with placeholders keeps its usual first try (section 23).
 
 While a pair is past its limit, one time in PROBE_EVERY still does the thing, so the share
 keeps being measured, and when the model's behaviour changes the pair comes back. Before
