@@ -84,7 +84,8 @@ def test_first_tries_their_retries_replace_go_as_retries(
     # the one before went as a retry.
     shown = examples(lang("en"), lang("de"), 2)
     (up_front, up_sampling), (probe, probe_sampling) = asked[-3], asked[-2]
-    assert up_sampling.repetition_penalty == 1.2 and up_sampling.n == 1
+    assert up_sampling.repetition_penalty == 1.2
+    assert up_sampling.n == 1
     assert not any(t in up_front for _, t in shown)
     assert "Write the translation in German only" in up_front
     assert "Translate each sentence once, without repeating words" in up_front
@@ -109,7 +110,7 @@ def test_a_first_try_as_a_retry_that_fails_is_flagged_not_sent_twice(
 ) -> None:
     """Once first tries go as retries, one whose output still has a problem is returned
     flagged: its retry would be the same engine request (greedy `retry_sampling`)."""
-    server, llm, asked = looping
+    server, llm, _ = looping
     for _ in range(MIN_SEEN):
         translated(server, SOURCE)
     before = llm.requests

@@ -717,6 +717,8 @@ def test_each_variant_switches_one_feature_off_on_every_model() -> None:
     assert model.checks.retry
     off = {name: change(shipped).models[0] for name, change in quality_speed.VARIANTS.items()}
     assert off["examples-off"].prompt_examples == 0
+    assert off["examples-1"].prompt_examples == 1
+    assert off["examples-1"].checks == model.checks
     assert off["examples-off"].checks.enabled
     assert not off["checks-off"].checks.enabled
     assert off["checks-off"].prompt_examples == 2

@@ -758,8 +758,9 @@ def quality_command(
         str,
         typer.Option(
             help="With --config: tolk again with a feature off, each a system of its own "
-            "alternating with the baseline: any of examples-off,checks-off,retry-off,"
-            "retry-sampled,retry-greedy,markup-one-retry,retry-always,fallback-late."
+            "alternating with the baseline: any of examples-off,examples-1,checks-off,"
+            "retry-off,retry-sampled,retry-greedy,markup-one-retry,retry-always,"
+            "first-as-usual,fallback-late."
         ),
     ] = "",
     profile: Annotated[

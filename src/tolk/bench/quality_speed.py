@@ -35,9 +35,12 @@ SAMPLE_INTERVAL = 0.25
 BASELINE = "openai"
 
 
-def _examples_off(config: TolkConfig) -> TolkConfig:
-    models = tuple(m.model_copy(update={"prompt_examples": 0}) for m in config.models)
-    return config.model_copy(update={"models": models})
+def _examples(count: int) -> Callable[[TolkConfig], TolkConfig]:
+    def change(config: TolkConfig) -> TolkConfig:
+        models = tuple(m.model_copy(update={"prompt_examples": count}) for m in config.models)
+        return config.model_copy(update={"models": models})
+
+    return change
 
 
 def _checks(update: Mapping[str, Any]) -> Callable[[TolkConfig], TolkConfig]:
@@ -53,7 +56,10 @@ def _checks(update: Mapping[str, Any]) -> Callable[[TolkConfig], TolkConfig]:
 
 # The features a variant switches off, every model of the config alike.
 VARIANTS: dict[str, Callable[[TolkConfig], TolkConfig]] = {
-    "examples-off": _examples_off,  # no human translations shown before the text
+    "examples-off": _examples(0),  # no human translations shown before the text
+    # One shown, not two: half the examples' prompt tokens, which vLLM reads on every step
+    # while any request of the batch has a penalty (docs/benchmarks.md section 23).
+    "examples-1": _examples(1),
     "checks-off": _checks({"enabled": False}),  # no output checks, so no retries either
     "retry-off": _checks({"retry": False}),  # checked and flagged, never tried again
     # Retries sampled rather than greedy with a repetition penalty: vLLM applies penalties to
