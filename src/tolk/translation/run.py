@@ -429,8 +429,9 @@ class SegmentRun:
         if "copied_example" in first.problems:
             return
         pair = (self._engine.name, self._source.tag, self._target.tag)
-        if replaced:
-            self._translator.replaced[pair] = first.problems
+        if replaced:  # what a first try going as a retry is told (a plain text's problems)
+            problems = tuple(p for p in first.problems if p not in _NOT_TOLD)
+            self._translator.replaced[pair] = problems
         watch.record(*pair, replaced, self._checks.first_as_retry_limit)
 
     def count_retry(self, first: Verdict, again: Sequence[Attempt], mended: bool) -> None:
@@ -561,6 +562,11 @@ class SegmentRun:
 
 # What a first try without examples is told, as the retry of a copy would be.
 COPIED = Verdict(("copied_example",))
+
+
+# Problems a first try going as a retry is not told of: it has no placeholders (it is a plain
+# text: SegmentRun.first_form), and a cut character is removed, never retried.
+_NOT_TOLD = frozenset({"placeholders", "cut_character"})
 
 
 def _markup_only(verdict: Verdict) -> bool:
