@@ -187,8 +187,9 @@ class CheckSettings(_Strict):
         "placeholders, watched apart) gets its first tries as its retries are: without "
         "examples, told again which language to answer in, with `retry_sampling`; one engine "
         "request where it took two, and no greedy loop run first (one in 10 still goes as "
-        "usual, so that the share keeps being measured); 1: first tries always as usual "
-        "(tolk.translation.watch).",
+        "usual, so that the share keeps being measured; a segment with placeholders always "
+        "does, and so do requests with alternatives or `candidates.n` > 1); 1: first tries "
+        "always as usual (tolk.translation.watch).",
     )
     markup_sampling: SamplingSettings = Field(
         default_factory=lambda: SamplingSettings(temperature=0.7, top_p=0.95),

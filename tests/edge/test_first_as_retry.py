@@ -67,7 +67,9 @@ def test_first_tries_their_retries_replace_go_as_retries(
     greedy loop, the penalised retry that mends it); then one, the first try going as the retry
     went: without the examples, told to translate each sentence once, with the retry's
     repetition penalty; one in PROBE_EVERY still goes as usual and is retried. Every answer is
-    the mended translation, unflagged. A segment with placeholders goes as usual."""
+    the mended translation, unflagged. A segment with placeholders goes as usual; a first try
+    going as a retry that fails is flagged, not sent twice. (One server for all of it: each
+    start is seconds of the suite's time.)"""
     server, llm, asked = looping
 
     def translate() -> None:
@@ -113,24 +115,15 @@ def test_first_tries_their_retries_replace_go_as_retries(
     assert sampling.repetition_penalty == 1.2
     assert "Translate each sentence once" in prompt
     assert "Keep each of these tags" not in prompt
-
-
-def test_a_first_try_as_a_retry_that_fails_is_flagged_not_sent_twice(
-    looping: tuple[InProcessServer, FakeLLM, list[Any]],
-) -> None:
-    """Once first tries go as retries, one whose output still has a problem is returned
-    flagged: its retry would be the same engine request (greedy `retry_sampling`)."""
-    server, llm, _ = looping
-    for _ in range(MIN_SEEN):
-        translated(server, SOURCE)
+    # A first try going as a retry whose output still has a problem is returned flagged,
+    # not sent again: its retry would be the same request (greedy `retry_sampling`).
     before = llm.requests
-    # A text the stand-in loops on even under the penalty: what it writes is the loop.
     generate = llm.generate
 
     async def always_loops(
         prompt: Any, sampling_params: Any, request_id: str, *, priority: int = 0
     ) -> AsyncIterator[FakeOutput]:
-        sampling_params.repetition_penalty = 1.0
+        sampling_params.repetition_penalty = 1.0  # what it writes is the loop
         async for out in generate(prompt, sampling_params, request_id, priority=priority):
             yield out
 

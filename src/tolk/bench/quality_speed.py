@@ -57,8 +57,8 @@ def _checks(update: Mapping[str, Any]) -> Callable[[TolkConfig], TolkConfig]:
 # The features a variant switches off, every model of the config alike.
 VARIANTS: dict[str, Callable[[TolkConfig], TolkConfig]] = {
     "examples-off": _examples(0),  # no human translations shown before the text
-    # One shown, not two: half the examples' prompt tokens, which vLLM reads on every step
-    # while any request of the batch has a penalty (docs/benchmarks.md section 23).
+    # One shown, not two: half the examples' prompt tokens (with the retry's penalty in the
+    # batch, the likeliest reason for tolk's slower engine steps: docs/benchmarks.md §23).
     "examples-1": _examples(1),
     "checks-off": _checks({"enabled": False}),  # no output checks, so no retries either
     "retry-off": _checks({"retry": False}),  # checked and flagged, never tried again

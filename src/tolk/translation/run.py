@@ -382,7 +382,7 @@ class SegmentRun:
         A segment with placeholders always goes as usual: the retry's repetition penalty
         counts the prompt's tokens too, so it steers the model away from writing the
         placeholders back (measured on the H100: en-ne markup units kept none of them and
-        took 1-1.5 s longer, docs/benchmarks.md section 23)."""
+        took 0.4-1.5 s longer, docs/benchmarks.md section 23)."""
         pair = (self._engine.name, self._source.tag, self._target.tag)
         first, copying = self._first_watch, self._copying
         if first is not None and not PLACEHOLDER.search(text) and not first.do(*pair):
