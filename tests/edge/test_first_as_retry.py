@@ -17,7 +17,7 @@ from tests.support.metrics import metric_samples
 from tests.support.prompt_examples import SOURCE, TRANSLATION, scripted_server, translated
 from tests.support.servers import InProcessServer
 from tolk.languages import lang
-from tolk.testing.fake_engine import FakeCompletion, FakeLLM, FakeOutput
+from tolk.testing.fake_engine import FakeLLM, FakeOutput
 from tolk.translation.examples import examples
 from tolk.translation.watch import MIN_SEEN, PROBE_EVERY
 
@@ -29,25 +29,15 @@ def _looper(
 ) -> Iterator[tuple[InProcessServer, FakeLLM, list[Any]]]:
     """A stand-in that loops when it decodes greedily without a repetition penalty; `asked`
     keeps each request's (prompt text, sampling params)."""
-    from transformers import AutoTokenizer
-
-    tokenizer = AutoTokenizer.from_pretrained(str(test_model))
-    scripted = scripted_server(test_model, "looper", lambda prompt: TRANSLATION, **settings)
-    server, llm = next(scripted)
     asked: list[Any] = []
 
-    async def generate(
-        prompt: Any, sampling_params: Any, request_id: str, *, priority: int = 0
-    ) -> AsyncIterator[FakeOutput]:
-        text = str(tokenizer.decode(list(prompt["prompt_token_ids"])))
-        asked.append((text, sampling_params))
-        llm.requests += 1
+    def reply(prompt: str, sampling_params: Any) -> str:
+        asked.append((prompt, sampling_params))
         penalised = (sampling_params.repetition_penalty or 1.0) > 1.0
-        reply = TRANSLATION if penalised or sampling_params.temperature > 0 else LOOP
-        out = [*tokenizer.encode(reply, add_special_tokens=False), tokenizer.eos_token_id]
-        yield FakeOutput([FakeCompletion(out, "stop") for _ in range(sampling_params.n)])
+        return TRANSLATION if penalised or sampling_params.temperature > 0 else LOOP
 
-    llm.generate = generate  # type: ignore[method-assign]
+    scripted = scripted_server(test_model, "looper", None, sampled=reply, **settings)
+    server, llm = next(scripted)
     try:
         yield server, llm, asked
     finally:
