@@ -182,13 +182,14 @@ class CheckSettings(_Strict):
         0.5,
         gt=0,
         le=1,
-        description="A language pair whose first tries were replaced by their retry's output "
-        "in more than this share of its last 200 (other than copies of an example and lost "
-        "placeholders, watched apart) gets its first tries as its retries are: without "
+        description="A language pair whose plain texts' first tries were replaced by their "
+        "retry's output in more than this share of its last 200 (copies of an example aside: "
+        "the examples' watch) gets those first tries as its retries are: without "
         "examples, told again which language to answer in, with `retry_sampling`; one engine "
         "request where it took two, and no greedy loop run first (one in 10 still goes as "
-        "usual, so that the share keeps being measured; a segment with placeholders always "
-        "does, and so do requests with alternatives or `candidates.n` > 1); 1: first tries "
+        "usual, so that the share keeps being measured; a segment with placeholders is "
+        "neither counted nor switched, nor are requests with alternatives or `candidates.n` "
+        "> 1); 1: first tries "
         "always as usual (tolk.translation.watch).",
     )
     markup_sampling: SamplingSettings = Field(

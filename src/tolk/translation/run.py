@@ -385,12 +385,15 @@ class SegmentRun:
         took 0.4-1.5 s longer, docs/benchmarks.md section 23)."""
         pair = (self._engine.name, self._source.tag, self._target.tag)
         first, copying = self._first_watch, self._copying
-        if first is not None and not PLACEHOLDER.search(text) and not first.do(*pair):
+        # Only plain texts are the first-try watch's: measured and switched.
+        watched = first is not None and not PLACEHOLDER.search(text)
+        if watched and first is not None and not first.do(*pair):
             problems = self._translator.replaced.get(pair, ())
-            return FirstForm(told, self.told_again(text, told, Verdict(problems)), False, True)
+            told_again = self.told_again(text, told, Verdict(problems))
+            return FirstForm(told, told_again, False, watched, as_retry=True)
         if copying is None or copying.do(*pair):
-            return FirstForm(told, told, True)
-        return FirstForm(told, self.told_again(text, told, COPIED), False)
+            return FirstForm(told, told, True, watched)
+        return FirstForm(told, self.told_again(text, told, COPIED), False, watched)
 
     def told_again(self, text: str, told: Instructions, problems: Verdict) -> Instructions:
         """A retry's instructions after `problems`: firmer, where `checks.retry_instruction`."""
@@ -420,18 +423,17 @@ class SegmentRun:
         return watch is None or watch.do(self._engine.name, self._source.tag, self._target.tag)
 
     def count_first(self, form: FirstForm, first: Verdict, replaced: bool) -> None:
-        """A usual first try's outcome, for its pair's watch over first tries: waste if its
-        retry's output replaced it. Copies of an example and lost placeholders alone are
-        their own watches' (the examples', the markup retry's), so not counted here."""
+        """A plain text's usual first try's outcome, for its pair's watch over first tries:
+        waste if its retry's output replaced it. A copy of an example is the examples'
+        watch's, so not counted here."""
         watch = self._first_watch
-        if watch is None or form.as_retry or _markup_only(first):
+        if watch is None or not form.watched or form.as_retry:
             return
         if "copied_example" in first.problems:
             return
         pair = (self._engine.name, self._source.tag, self._target.tag)
-        if replaced:  # what a first try going as a retry is told (a plain text's problems)
-            problems = tuple(p for p in first.problems if p not in _NOT_TOLD)
-            self._translator.replaced[pair] = problems
+        if replaced:  # what a first try going as a retry is told
+            self._translator.replaced[pair] = first.problems
         watch.record(*pair, replaced, self._checks.first_as_retry_limit)
 
     def count_retry(self, first: Verdict, again: Sequence[Attempt], mended: bool) -> None:
@@ -564,11 +566,6 @@ class SegmentRun:
 COPIED = Verdict(("copied_example",))
 
 
-# Problems a first try going as a retry is not told of: it has no placeholders (it is a plain
-# text: SegmentRun.first_form), and a cut character is removed, never retried.
-_NOT_TOLD = frozenset({"placeholders", "cut_character"})
-
-
 def _markup_only(verdict: Verdict) -> bool:
     """Whether lost placeholders are all another try could mend (a markup retry's)."""
     return {p for p in verdict.problems if p != "cut_character"} == {"placeholders"}
@@ -578,11 +575,13 @@ def _markup_only(verdict: Verdict) -> bool:
 class FirstForm:
     """How a segment's first try goes (SegmentRun.first_form): `asked`, the request's
     instructions (what a retry starts from), `told`, the first try's, whether it shows the
-    pair's `examples`, and whether it goes `as_retry` (with `checks.retry_sampling`)."""
+    pair's `examples`, whether the pair's first-try watch measures it (`watched`: a plain
+    text) and whether it goes `as_retry` (with `checks.retry_sampling`)."""
 
     asked: Instructions
     told: Instructions
     examples: bool
+    watched: bool
     as_retry: bool = False
 
 

@@ -30,7 +30,8 @@ and language pair, by the outcomes of the last WINDOW times they were done:
   detection. Past `checks.first_as_retry_limit` of first tries replaced by their retry's
   output, the pair's first tries go as its retries do (no examples, told what the last
   replaced one's retry was told, `checks.retry_sampling`), and are not retried the same way
-  again; a segment with placeholders keeps its usual first try (section 23).
+  again. Only plain texts are counted and switched: a segment with placeholders keeps its
+  usual first try (section 23).
 
 While a pair is past its limit, one time in PROBE_EVERY still does the thing, so the share
 keeps being measured, and when the model's behaviour changes the pair comes back. Before
