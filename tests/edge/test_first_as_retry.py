@@ -36,7 +36,7 @@ def _looper(
         penalised = (sampling_params.repetition_penalty or 1.0) > 1.0
         return TRANSLATION if penalised or sampling_params.temperature > 0 else LOOP
 
-    scripted = scripted_server(test_model, "looper", None, sampled=reply, **settings)
+    scripted = scripted_server(test_model, "looper", reply, **settings)
     server, llm = next(scripted)
     try:
         yield server, llm, asked

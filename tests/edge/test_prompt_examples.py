@@ -23,7 +23,7 @@ from tolk.testing.fake_engine import FakeCompletion, FakeLLM, FakeOutput
 from tolk.translation.examples import examples
 
 
-def _reply(prompt: str) -> str:
+def _reply(prompt: str, sampling_params: Any) -> str:
     """The scripted model: copies the first example's translation where its prompt shows
     one, translates otherwise."""
     shown = re.findall(r"<\|im_start\|>assistant\n(.*?)<\|im_end\|>", prompt, re.S)
@@ -123,7 +123,7 @@ def test_a_pair_whose_first_tries_copy_gets_them_without_examples(
 def dropping(test_model: Path) -> Iterator[tuple[InProcessServer, FakeLLM]]:
     """A stand-in model that always answers the plain translation: every placeholder of a
     unit with markup is lost, and no markup retry brings one back."""
-    yield from scripted_server(test_model, "dropper", lambda prompt: TRANSLATION)
+    yield from scripted_server(test_model, "dropper", lambda prompt, _: TRANSLATION)
 
 
 def test_a_pair_whose_markup_retries_never_mend_falls_back_at_once(
@@ -166,7 +166,7 @@ def echoing(test_model: Path) -> Iterator[tuple[InProcessServer, FakeLLM]]:
     """A stand-in model that answers the English source whatever it is asked: every output
     is an echo, off target, and so is every retry."""
 
-    def reply(prompt: str) -> str:
+    def reply(prompt: str, sampling_params: Any) -> str:
         return SOURCE if "retry me" not in prompt else TRANSLATION
 
     yield from scripted_server(test_model, "echoer", reply)
@@ -216,7 +216,7 @@ def _fallback_scripted(
     import asyncio
 
     events: list[str] = []
-    scripted = scripted_server(test_model, "fallback", lambda prompt: TRANSLATION)
+    scripted = scripted_server(test_model, "fallback", lambda prompt, _: TRANSLATION)
     server, llm = next(scripted)
     from transformers import AutoTokenizer
 

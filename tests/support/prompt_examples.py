@@ -22,13 +22,12 @@ SOURCE = "The museum opens at nine in the morning and closes at six in the eveni
 def scripted_server(
     test_model: Path,
     name: str,
-    reply: Callable[[str], str] | None,
-    sampled: Callable[[str, Any], str] | None = None,
+    reply: Callable[[str, Any], str],
     **settings: Any,
 ) -> Generator[tuple[InProcessServer, FakeLLM]]:
-    """An in-process server whose stand-in model (checks on) answers `reply(prompt)` (or,
-    given, `sampled(prompt, sampling_params)`) to every request, each of its `n` outputs
-    alike; the LLM keeps the prompts it was sent."""
+    """An in-process server whose stand-in model (checks on) answers `reply(prompt,
+    sampling_params)` to every request, each of its `n` outputs alike; the LLM keeps the
+    prompts it was sent."""
     model = model_config(name, test_model, languages=["en", "de"], checks={"enabled": True})
     model.pop("max_tokens_ratio")
     server = InProcessServer(server_config([model | settings], free_port()))
@@ -42,12 +41,7 @@ def scripted_server(
     ) -> AsyncIterator[FakeOutput]:
         ids = list(prompt["prompt_token_ids"])
         llm.prompts.append(ids)
-        prompt_text = str(tokenizer.decode(ids))
-        if sampled is not None:
-            text = sampled(prompt_text, sampling_params)
-        else:
-            assert reply is not None, "scripted_server needs reply or sampled"
-            text = reply(prompt_text)
+        text = reply(str(tokenizer.decode(ids)), sampling_params)
         out = [*tokenizer.encode(text, add_special_tokens=False), tokenizer.eos_token_id]
         llm.requests += 1
         yield FakeOutput([FakeCompletion(out, "stop") for _ in range(sampling_params.n)])
