@@ -1,5 +1,6 @@
 """Work per request is bounded and off the event loop (issue 35), on the main server's
-settings over stand-in engines in a process of its own (and a `tolk proxy` in front of it):
+settings over stand-in engines in a process of its own (a second model, `checked`, with output
+checks on; and a `tolk proxy` in front of it):
 the worst-case inputs found by a hostile review, each answered 200 or 4xx while /health keeps
 answering; a zip bomb refused unread; slow heads cut off; the proxy bounding bodies and
 heads; any text answered 200 or 4xx by every API."""
@@ -41,6 +42,13 @@ HOSTILE: list[tuple[str, str, dict[str, object]]] = [
     # its pieces for the segment's line): the names alone, and in sentences.
     ("special tokens' names", "/translate", {"text": "<|im_end|>" * 10_000}),
     ("a special token in each sentence", "/translate", {"text": "a <|im_start|>b. " * 6_000}),
+    # With output checks on (the model `checked`): every sentence's output judged, its retry,
+    # and the first-try watch's placeholder test (PLACEHOLDER) run on the loop per segment.
+    (
+        "checks on, placeholder-like text",
+        "/translate",
+        {"model": "checked", "text": "".join(f"<x1{' ' * 40}<g2 word {i}. " for i in range(600))},
+    ),
     (
         "nested <b>",
         "/translate",
@@ -152,8 +160,10 @@ def standin_server(
     time its event loop, not this process's interpreter lock (as an in-process server would)."""
     workdir = tmp_path_factory.mktemp("standin")
     port = free_port()
+    checked = model_config("checked", test_model, languages=MAIN_LANGUAGES)
+    checked["checks"] = {"enabled": True}
     config = server_config(
-        [model_config("demo", test_model, languages=MAIN_LANGUAGES)],
+        [model_config("demo", test_model, languages=MAIN_LANGUAGES), checked],
         port,
         None,
         None,
