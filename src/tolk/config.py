@@ -75,14 +75,6 @@ class EngineSettings(_Strict):
         "compilation at each start).",
     )
     enable_prefix_caching: bool = True
-    penalty_per_request: bool = Field(
-        True,
-        description="Apply a repetition penalty (the retry's, `checks.retry_sampling`) in "
-        "tolk's own logits processor, to the requests that ask for one only. vLLM's own "
-        "(false) computes penalties over every running request of an engine step once any "
-        "of them has one (docs/benchmarks.md, section 24). Off where vLLM takes no logits "
-        "processors (speculative decoding in `extra_args`).",
-    )
     seed: int = 0
     trust_remote_code: bool = False
     max_waiting: int = Field(

@@ -54,17 +54,6 @@ def _checks(update: Mapping[str, Any]) -> Callable[[TolkConfig], TolkConfig]:
     return change
 
 
-def _engine(update: Mapping[str, Any]) -> Callable[[TolkConfig], TolkConfig]:
-    def change(config: TolkConfig) -> TolkConfig:
-        models = tuple(
-            m.model_copy(update={"engine": m.engine.model_copy(update=dict(update))})
-            for m in config.models
-        )
-        return config.model_copy(update={"models": models})
-
-    return change
-
-
 # The features a variant switches off, every model of the config alike.
 VARIANTS: dict[str, Callable[[TolkConfig], TolkConfig]] = {
     "examples-off": _examples(0),  # no human translations shown before the text
@@ -83,9 +72,6 @@ VARIANTS: dict[str, Callable[[TolkConfig], TolkConfig]] = {
     # penalty, vLLM (0.26 on the GPU, async scheduling) waits each step for the previous
     # step's tokens to reach the CPU and pads every sequence's output tokens into a tensor.
     "retry-greedy": _checks({"retry_sampling": SamplingSettings()}),
-    # The retry's repetition penalty computed by vLLM (over every running request of a step
-    # once one has it), not by tolk's logits processor for the requests that ask for it.
-    "penalty-vllm": _engine({"penalty_per_request": False}),
     # Every retry done, however rarely a pair's retries mend (checks.retry_min_mended).
     "retry-always": _checks({"retry_min_mended": 0.0}),
     # Every first try as usual (greedy, the examples shown where the model does not copy

@@ -22,8 +22,6 @@ from tolk.config import EngineSettings, ModelSettings, SamplingSettings
 from tolk.engine.admission import Admission
 from tolk.engine.metrics import EngineMetrics
 from tolk.engine.vllm_compat import (
-    PENALTY_EXTRA_ARG,
-    PENALTY_FQCN,
     UnsupportedEngineArgs,
     VllmRelease,
     guidance_backend,
@@ -170,18 +168,6 @@ def engine_dtype(configured: str, *, cpu: bool) -> str:
 LOOP_DETECTION = {"min_pattern_size": 1, "max_pattern_size": 24, "min_count": 8}
 
 
-def own_penalty(settings: ModelSettings) -> bool:
-    """Whether `settings`' engine applies repetition penalties with tolk's logits processor
-    (`engine.penalty_per_request`): vLLM refuses custom logits processors with speculative
-    decoding."""
-    engine = settings.engine
-    return (
-        engine.penalty_per_request
-        and "speculative_config" not in engine.extra_args
-        and VllmRelease.installed().accepts("logits_processors")
-    )
-
-
 def sampling_params(
     sampling: SamplingSettings,
     max_tokens: int,
@@ -189,21 +175,14 @@ def sampling_params(
     stop_loops: bool = False,
     n: int = 1,
     regex: str | None = None,
-    penalty_per_request: bool = False,
 ) -> Any:
     """vLLM's SamplingParams for one segment. `detokenize=False`: vLLM returns token ids
     only, and does not decode them token by token on every engine step (see generate).
     `stop_loops`: with vLLM's loop detection, where the installed release has it. `regex`:
-    the output must match it (vLLM's structured outputs; tolk.translation.guide).
-    `penalty_per_request`: a repetition penalty goes to tolk.engine.penalty's logits
-    processor (the engine must have it, `own_penalty`), not to vLLM's own."""
+    the output must match it (vLLM's structured outputs; tolk.translation.guide)."""
     from vllm.sampling_params import RequestOutputKind, SamplingParams
 
-    decoding = sampling.model_dump(exclude_none=True)
     extra: dict[str, Any] = {}
-    penalty = decoding.pop("repetition_penalty", None) if penalty_per_request else None
-    if penalty is not None and penalty != 1.0:
-        extra["extra_args"] = {PENALTY_EXTRA_ARG: penalty}
     detection = loop_detection(**LOOP_DETECTION) if stop_loops else None
     if detection is not None:
         extra["repetition_detection"] = detection
@@ -219,7 +198,7 @@ def sampling_params(
         # is: its deep copy otherwise was 3% of a real-model server's event loop on the H100
         # (docs/benchmarks.md, section 13); vLLM's own OpenAI server does the same.
         skip_clone=True,
-        **decoding,
+        **sampling.model_dump(exclude_none=True),
         **extra,
     )
 
@@ -275,8 +254,6 @@ def build_llm(
         raise EngineStartError(settings.name, exc) from exc
     if release.accepts("structured_outputs_config"):  # for a guided markup retry
         args.setdefault("structured_outputs_config", guidance_backend())
-    if own_penalty(settings):  # not in engine_args: vLLM's own server never gets it
-        args["logits_processors"] = [*args.get("logits_processors", ()), PENALTY_FQCN]
     log.info(
         "starting engine for model '%s' from %s (vLLM %s)",
         settings.name,
@@ -315,8 +292,6 @@ class ModelEngine:
         self.name = settings.name
         self._llm = llm
         self.starter = starter  # what a restart starts the next LLM with
-        # Penalties through tolk.engine.penalty (which build_llm installed), not vLLM's own.
-        self.penalty_per_request = own_penalty(settings)
         # What a request's path imports from vLLM, imported with the engine's start: under a
         # stand-in LLM nothing else had imported it, and the first request spent 6 s of
         # imports (torch's among them) on the event loop.
@@ -472,7 +447,6 @@ class ModelEngine:
             stop_loops=stop_loops,
             n=n,
             regex=regex,
-            penalty_per_request=self.penalty_per_request,
         )
         final = None
         self.in_flight += 1

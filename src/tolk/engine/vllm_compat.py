@@ -23,12 +23,6 @@ from typing import Any
 # The releases tolk is tested on: 0.32 by the CPU suite, 0.26 by the GPU benchmarks.
 TESTED = ((0, 26), (0, 32))
 
-# tolk.engine.penalty's logits processor: the name vLLM's engine process loads it by, and the
-# SamplingParams.extra_args key a request asks it for a repetition penalty with. Here, not
-# there: that module imports vLLM, and the request path only needs the names.
-PENALTY_FQCN = "tolk.engine.penalty:RequestPenalty"
-PENALTY_EXTRA_ARG = "tolk_repetition_penalty"
-
 
 class UnsupportedEngineArgs(ValueError):
     """Engine settings that the installed vLLM release does not accept."""
