@@ -243,6 +243,15 @@ class ModelSettings(_Strict):
         "a segment with placeholders gets one with placeholders. The same for every request "
         "of a pair, so prefix caching reads them once (tolk.translation.examples).",
     )
+    prompt_example_chars: int = Field(
+        160,
+        ge=60,
+        le=160,
+        description="The longest example shown (its source sentence, in characters; the "
+        "sample's sentences of 60 to this many, in its order). Shorter examples make every "
+        "prompt of the pair shorter, and the engine's steps with them (docs/benchmarks.md, "
+        "section 24).",
+    )
     examples_copy_limit: float = Field(
         0.5,
         gt=0,

@@ -741,6 +741,9 @@ def test_each_variant_switches_one_feature_off_on_every_model() -> None:
     assert model.checks.first_as_retry_limit == 0.5
     assert off["first-as-usual"].checks.first_as_retry_limit == 1.0
     assert off["first-as-usual"].checks.retry_sampling == model.checks.retry_sampling
+    assert model.prompt_example_chars == 160
+    assert off["examples-short"].prompt_example_chars == 90
+    assert off["examples-short"].prompt_examples == 2
 
 
 def test_translation_memory_and_alternative_systems_say_so_in_their_requests() -> None:

@@ -35,12 +35,16 @@ SAMPLE_INTERVAL = 0.25
 BASELINE = "openai"
 
 
-def _examples(count: int) -> Callable[[TolkConfig], TolkConfig]:
+def _model(update: Mapping[str, Any]) -> Callable[[TolkConfig], TolkConfig]:
     def change(config: TolkConfig) -> TolkConfig:
-        models = tuple(m.model_copy(update={"prompt_examples": count}) for m in config.models)
+        models = tuple(m.model_copy(update=dict(update)) for m in config.models)
         return config.model_copy(update={"models": models})
 
     return change
+
+
+def _examples(count: int) -> Callable[[TolkConfig], TolkConfig]:
+    return _model({"prompt_examples": count})
 
 
 def _checks(update: Mapping[str, Any]) -> Callable[[TolkConfig], TolkConfig]:
@@ -60,6 +64,8 @@ VARIANTS: dict[str, Callable[[TolkConfig], TolkConfig]] = {
     # One shown, not two: half the examples' prompt tokens (with the retry's penalty in the
     # batch, the likeliest reason for tolk's slower engine steps: docs/benchmarks.md §23).
     "examples-1": _examples(1),
+    # Two examples, each at most 90 characters (about examples-1's prompt tokens).
+    "examples-short": _model({"prompt_example_chars": 90}),
     "checks-off": _checks({"enabled": False}),  # no output checks, so no retries either
     "retry-off": _checks({"retry": False}),  # checked and flagged, never tried again
     # Retries sampled rather than greedy with a repetition penalty: vLLM applies penalties to

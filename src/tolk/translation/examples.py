@@ -30,7 +30,8 @@ from tolk.translation.document import PLACEHOLDER
 
 # Example sentences of a useful length: long enough to show a whole sentence translated,
 # short enough that two add about 200 prompt tokens (Qwen's tokenizer; 400 into Nepali).
-_SHORTEST, _LONGEST = 60, 160
+# LONGEST is the most a model's `prompt_example_chars` may ask for.
+SHORTEST, LONGEST = 60, 160
 # Digits in the target's own script, where it has them (Nepali may write either kind).
 _DIGITS = {"ne": str.maketrans("0123456789", "०१२३४५६७८९")}
 # Words that may appear unchanged in a translation: numbers, and capitalised Latin names.
@@ -41,8 +42,9 @@ _VARIETIES = {"zh": {"zh", "zh-Hans", "zh-CN", "zh-Hans-CN"}, "pt": {"pt", "pt-B
 
 
 @cache
-def _pairs(source: str, target: str) -> tuple[tuple[str, str], ...]:
-    """The sample's (source, target) sentences of a pair, in the length range, in order."""
+def _pairs(source: str, target: str, longest: int = LONGEST) -> tuple[tuple[str, str], ...]:
+    """The sample's (source, target) sentences of a pair whose source is SHORTEST to
+    `longest` characters, in the sample's order."""
     sources, targets = sample(source), sample(target)
     if sources is None or targets is None or source == target:
         return ()
@@ -50,7 +52,7 @@ def _pairs(source: str, target: str) -> tuple[tuple[str, str], ...]:
         (s, t)
         for s, t in zip(sources, targets, strict=True)
         # '""' is a quotation mark the sample's German lost to a CSV round trip.
-        if _SHORTEST <= len(s) <= _LONGEST and '""' not in s + t
+        if SHORTEST <= len(s) <= longest and '""' not in s + t
     )
 
 
@@ -68,10 +70,10 @@ def _mark(sentence: str, word: str, tag: str) -> str:
 
 
 @cache
-def _markup_example(source: str, target: str) -> tuple[str, str, str] | None:
+def _markup_example(source: str, target: str, longest: int) -> tuple[str, str, str] | None:
     """A sample pair with its shared words as placeholders, in tolk's tag form, after the
     sample's sentence it was made from."""
-    for original, t in _pairs(source, target):
+    for original, t in _pairs(source, target, longest):
         s = original
         shared: list[tuple[str, str]] = []
         for word in dict.fromkeys(_WORD.findall(s)):
@@ -89,15 +91,20 @@ def _markup_example(source: str, target: str) -> tuple[str, str, str] | None:
     return None
 
 
-def examples(source: Lang, target: Lang, count: int, markup: bool = False) -> list[tuple[str, str]]:
-    """Up to `count` (source text, translation) examples for a pair; with `markup`, the last
-    one has placeholders, in tolk's tag form (tolk.translation.document.for_model shows them
-    in the model's syntax). None outside the sample's languages."""
+def examples(
+    source: Lang, target: Lang, count: int, markup: bool = False, longest: int = LONGEST
+) -> list[tuple[str, str]]:
+    """Up to `count` (source text, translation) examples for a pair, each source sentence
+    at most `longest` characters; with `markup`, the last one has placeholders, in tolk's
+    tag form (tolk.translation.document.for_model shows them in the model's syntax). None
+    outside the sample's languages."""
     if count <= 0 or not (_sampled(source) and _sampled(target)):
         return []
-    marked = _markup_example(source.code, target.code) if markup else None
+    marked = _markup_example(source.code, target.code, longest) if markup else None
     plain = [
-        pair for pair in _pairs(source.code, target.code) if marked is None or pair[0] != marked[0]
+        pair
+        for pair in _pairs(source.code, target.code, longest)
+        if marked is None or pair[0] != marked[0]
     ]
     chosen = plain[: count - 1 if marked else count]
     # The example with placeholders goes last, next to the text that has them.

@@ -297,7 +297,9 @@ def build_job(
     if how.show_examples and settings.prompt_examples and settings.prompt_format == "chat":
         assert isinstance(prompt, ChatPrompt)
         markup = PLACEHOLDER.search(text) is not None
-        shown = examples(source, target, settings.prompt_examples, markup)
+        shown = examples(
+            source, target, settings.prompt_examples, markup, settings.prompt_example_chars
+        )
         syntax = settings.placeholders
         as_shown = [(for_model(s, syntax), for_model(t, syntax)) for s, t in shown]
         prompt = with_examples(prompt, as_shown, source, target)
