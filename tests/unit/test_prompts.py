@@ -258,9 +258,9 @@ def test_a_markup_example_keeps_its_placeholders_around_the_same_words(target: s
     assert marked[0] == [marked[1][0].translate(digits)]  # the same word, unchanged
     assert "](1)" in for_model(source)  # as the default syntax shows it: a markdown link
     # The sentence it was made from is not shown again among the plain examples.
-    from tolk.translation.examples import _markup_example
+    from tolk.translation.examples import LONGEST, _markup_example
 
-    made_from = _markup_example("en", target)
+    made_from = _markup_example("en", target, LONGEST)
     assert made_from is not None
     assert made_from[0] not in [s for s, _ in examples(EN, lang(target), 8, markup=True)]
 
@@ -298,6 +298,45 @@ def test_examples_come_before_the_text_as_earlier_turns(texts: TextMaker) -> Non
     )
     assert texts.tokenizer.decode(plain.prompt_ids).count(asked) == 1
     assert len(plain.prompt_ids) < len(job.prompt_ids)
+
+
+def test_prompt_example_chars_shows_shorter_examples_and_a_shorter_prompt(
+    texts: TextMaker,
+) -> None:
+    from tolk.budget import Budgets, counting
+    from tolk.config import ModelSettings
+    from tolk.translation.examples import LONGEST, SHORTEST, examples
+    from tolk.translation.jobs import plan_job
+
+    for source, target in [("en", "de"), ("en", "ne"), ("de", "en")]:
+        usual = examples(lang(source), lang(target), 2)
+        short = examples(lang(source), lang(target), 2, longest=90)
+        assert len(short) == 2
+        assert short != usual
+        assert all(SHORTEST <= len(s) <= 90 for s, _ in short)
+        assert max(len(s) for s, _ in usual) > 90  # the usual ones are longer
+        marked = examples(lang(source), lang(target), 2, markup=True, longest=90)
+        assert all(len(s) <= 90 for s, _ in marked[:-1])
+    assert examples(EN, DE, 2, longest=LONGEST) == examples(EN, DE, 2)
+    pair = (lang("en"), lang("de"))
+    budgets = Budgets(counting(texts.tokenizer))
+    ids = {}
+    for chars in (160, 90):
+        settings = ModelSettings(
+            name="m",
+            path="x",
+            languages=["en", "de"],
+            prompt_examples=2,
+            prompt_example_chars=chars,
+        )
+        job = plan_job(settings, texts.tokenizer, 4096, 0, "Good morning.", pair, budgets)
+        ids[chars] = job.prompt_ids
+        prompt = str(texts.tokenizer.decode(job.prompt_ids))
+        for shown, _ in examples(*pair, 2, longest=chars):
+            assert shown in prompt
+    assert len(ids[90]) < 0.8 * len(ids[160])
+    with pytest.raises(ValueError, match="prompt_example_chars"):
+        ModelSettings(name="m", path="x", languages=["en"], prompt_example_chars=59)
 
 
 def test_prompt_ids_from_remembered_pieces_are_the_tokenizers_own(texts: TextMaker) -> None:
