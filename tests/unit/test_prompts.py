@@ -318,6 +318,11 @@ def test_prompt_example_chars_shows_shorter_examples_and_a_shorter_prompt(
         marked = examples(lang(source), lang(target), 2, markup=True, longest=90)
         assert all(len(s) <= 90 for s, _ in marked[:-1])
     assert examples(EN, DE, 2, longest=LONGEST) == examples(EN, DE, 2)
+    # What `tolk bench quality` checks outputs against for copies holds both.
+    from tolk.translation.examples import showable
+
+    for longest in (LONGEST, 90):
+        assert {t for _, t in examples(EN, DE, 2, longest=longest)} <= set(showable(EN, DE))
     pair = (lang("en"), lang("de"))
     budgets = Budgets(counting(texts.tokenizer))
     ids = {}

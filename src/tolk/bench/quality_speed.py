@@ -61,8 +61,8 @@ def _checks(update: Mapping[str, Any]) -> Callable[[TolkConfig], TolkConfig]:
 # The features a variant switches off, every model of the config alike.
 VARIANTS: dict[str, Callable[[TolkConfig], TolkConfig]] = {
     "examples-off": _examples(0),  # no human translations shown before the text
-    # One shown, not two: half the examples' prompt tokens (with the retry's penalty in the
-    # batch, the likeliest reason for tolk's slower engine steps: docs/benchmarks.md §23).
+    # One shown, not two: half the examples' prompt tokens (shorter prompts, faster engine
+    # steps: docs/benchmarks.md §24).
     "examples-1": _examples(1),
     # Two examples, each at most 90 characters (about examples-1's prompt tokens).
     "examples-short": _model({"prompt_example_chars": 90}),

@@ -120,8 +120,13 @@ def _sampled(language: Lang) -> bool:
 @cache
 def showable(source: Lang, target: Lang) -> tuple[str, ...]:
     """Every translation tolk may show as an example for a pair (any `prompt_examples` up
-    to its maximum, 8, and the markup example), without placeholders: what `tolk bench
-    quality` checks a system's outputs against for copies, whatever the server showed."""
-    shown = [t for _, t in examples(source, target, 8)]
-    marked = examples(source, target, 1, markup=True)
-    return (*shown, *(PLACEHOLDER.sub(" ", t) for _, t in marked))
+    to its maximum, 8, and the markup example, at any `prompt_example_chars`), without
+    placeholders: what `tolk bench quality` checks a system's outputs against for copies,
+    whatever the server showed."""
+    shown: list[str] = []
+    # Each source length the sample has is a limit that may choose other examples.
+    for longest in sorted({len(s) for s, _ in _pairs(source.code, target.code)}):
+        shown += (t for _, t in examples(source, target, 8, longest=longest))
+        marked = examples(source, target, 1, markup=True, longest=longest)
+        shown += (PLACEHOLDER.sub(" ", t) for _, t in marked)
+    return tuple(dict.fromkeys(shown))
