@@ -50,8 +50,15 @@ mkdir -p /tmp/kit && cp /tmp/unpack/kit/* /tmp/kit/
 bash /tmp/kit/device-setup.sh | tail -2
 python3 -m pip install -q --no-index --no-deps --target /tmp/site /tmp/unpack/wheels/*.whl 2>&1 \
   | grep -v "already exists" | tail -2 || true
-spy=$(find /tmp/site -name py-spy -type f | head -1)
-[ -z "$spy" ] || { chmod +x "$spy"; ln -sf "$spy" /usr/local/bin/py-spy; }
+# py-spy's binary straight from its wheel (pip --target left it out on the device).
+python3 - /tmp/unpack/wheels/py_spy-*.whl <<'PY' || true
+import sys, zipfile
+with zipfile.ZipFile(sys.argv[1]) as wheel:
+    data = wheel.read(next(n for n in wheel.namelist() if n.endswith("/scripts/py-spy")))
+with open("/usr/local/bin/py-spy", "wb") as out:
+    out.write(data)
+PY
+chmod +x /usr/local/bin/py-spy 2>/dev/null || true
 mkdir -p /tmp/models/.gguf && cp --update=none /tmp/unpack/*.gguf /tmp/models/.gguf/
 rm -rf /tmp/src && mkdir -p /tmp/src && tar xzf /tmp/carry/src.tar -C /tmp/src
 echo "tolk at $(cat /tmp/src/COMMIT)"
