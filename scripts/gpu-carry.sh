@@ -59,7 +59,8 @@ with open("/usr/local/bin/py-spy", "wb") as out:
     out.write(data)
 PY
 chmod +x /usr/local/bin/py-spy 2>/dev/null || true
-mkdir -p /tmp/models/.gguf && cp --update=none /tmp/unpack/*.gguf /tmp/models/.gguf/
+mkdir -p /tmp/models/.gguf
+for f in /tmp/unpack/*.gguf; do [ -f "/tmp/models/.gguf/${f##*/}" ] || cp "$f" /tmp/models/.gguf/; done
 rm -rf /tmp/src && mkdir -p /tmp/src && tar xzf /tmp/carry/src.tar -C /tmp/src
 echo "tolk at $(cat /tmp/src/COMMIT)"
 cd /tmp/src

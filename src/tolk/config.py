@@ -96,6 +96,13 @@ class EngineSettings(_Strict):
     )
 
 
+# The example sentences tolk.translation.examples may show, by their source's length in
+# characters: long enough to show a whole sentence translated, short enough that two add
+# about 200 prompt tokens (Qwen's tokenizer; 400 into Nepali). `prompt_example_chars` picks
+# the longest within them.
+SHORTEST_EXAMPLE, LONGEST_EXAMPLE = 60, 160
+
+
 class SamplingSettings(_Strict):
     """Decoding settings; greedy unless a model card recommends otherwise."""
 
@@ -244,9 +251,9 @@ class ModelSettings(_Strict):
         "of a pair, so prefix caching reads them once (tolk.translation.examples).",
     )
     prompt_example_chars: int = Field(
-        160,
-        ge=60,
-        le=160,
+        LONGEST_EXAMPLE,
+        ge=SHORTEST_EXAMPLE,
+        le=LONGEST_EXAMPLE,
         description="The longest example shown (its source sentence, in characters; the "
         "sample's sentences of 60 to this many, in its order). Shorter examples make every "
         "prompt of the pair shorter, and the engine's steps with them (docs/benchmarks.md, "

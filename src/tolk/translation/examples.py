@@ -25,13 +25,12 @@ import re
 from functools import cache
 
 from tolk.budget import sample
+from tolk.config import LONGEST_EXAMPLE, SHORTEST_EXAMPLE
 from tolk.languages import Lang
 from tolk.translation.document import PLACEHOLDER
 
-# Example sentences of a useful length: long enough to show a whole sentence translated,
-# short enough that two add about 200 prompt tokens (Qwen's tokenizer; 400 into Nepali).
-# LONGEST is the most a model's `prompt_example_chars` may ask for.
-SHORTEST, LONGEST = 60, 160
+# Example sentences of a useful length (the bounds of `prompt_example_chars`).
+SHORTEST, LONGEST = SHORTEST_EXAMPLE, LONGEST_EXAMPLE
 # Digits in the target's own script, where it has them (Nepali may write either kind).
 _DIGITS = {"ne": str.maketrans("0123456789", "०१२३४५६७८९")}
 # Words that may appear unchanged in a translation: numbers, and capitalised Latin names.
