@@ -259,6 +259,13 @@ class ModelSettings(_Strict):
         "prompt of the pair shorter, and the engine's steps with them (docs/benchmarks.md, "
         "section 24).",
     )
+    prompt_example_turns: Literal["asked", "bare"] = Field(
+        "asked",
+        description="How each example's turn asks for its translation: `asked`, in the "
+        "same words as the text's own turn (the instruction, then the sentence); `bare`, "
+        "the sentence alone, the instruction written once, with the text. `bare` spares "
+        "every prompt about 26 tokens an example (Qwen's tokenizer, English instruction).",
+    )
     examples_copy_limit: float = Field(
         0.5,
         gt=0,

@@ -744,6 +744,11 @@ def test_each_variant_switches_one_feature_off_on_every_model() -> None:
     assert model.prompt_example_chars == 160
     assert off["examples-short"].prompt_example_chars == 90
     assert off["examples-short"].prompt_examples == 2
+    assert model.prompt_example_turns == "asked"
+    assert off["examples-bare"].prompt_example_turns == "bare"
+    assert off["examples-bare"].prompt_example_chars == 160
+    bare_short = off["examples-bare-short"]
+    assert (bare_short.prompt_example_turns, bare_short.prompt_example_chars) == ("bare", 90)
 
 
 def test_translation_memory_and_alternative_systems_say_so_in_their_requests() -> None:

@@ -344,6 +344,46 @@ def test_prompt_example_chars_shows_shorter_examples_and_a_shorter_prompt(
         ModelSettings(name="m", path="x", languages=["en"], prompt_example_chars=59)
 
 
+def test_bare_example_turns_write_the_instruction_once(texts: TextMaker) -> None:
+    """prompt_example_turns: bare shows the same examples, each turn the sentence alone; the
+    text's own turn still asks."""
+    from tolk.budget import Budgets, counting
+    from tolk.config import ModelSettings
+    from tolk.translation.examples import examples
+    from tolk.translation.jobs import plan_job
+
+    pair = (lang("en"), lang("de"))
+    budgets = Budgets(counting(texts.tokenizer))
+    asked = "Translate the following English text into German."
+    prompts = {}
+    for turns in ("asked", "bare"):
+        settings = ModelSettings(
+            name="m",
+            path="x",
+            languages=["en", "de"],
+            prompt_examples=2,
+            prompt_example_turns=turns,
+        )
+        job = plan_job(settings, texts.tokenizer, 4096, 0, "Good morning.", pair, budgets)
+        prompts[turns] = (job, str(texts.tokenizer.decode(job.prompt_ids)))
+        marked = plan_job(settings, texts.tokenizer, 4096, 0, "Run <g1>make</g1>.", pair, budgets)
+        shown = str(texts.tokenizer.decode(marked.prompt_ids))
+        assert shown.index("](1)") < shown.rindex(asked)  # the markup example, then the text
+    (usual, as_asked), (bare, as_bare) = prompts["asked"], prompts["bare"]
+    assert as_asked.count(asked) == 3
+    assert as_bare.count(asked) == 1
+    assert as_bare.rindex("<|im_start|>assistant") > as_bare.index(asked)  # with the text
+    assert as_bare.index(asked) < as_bare.index("Good morning.")
+    for source, translation in examples(*pair, 2):
+        assert f"<|im_start|>user\n{source}<|im_end|>" in as_bare
+        assert f"<|im_start|>assistant\n{translation}<|im_end|>" in as_bare
+    assert bare.examples == usual.examples  # what the checks look for copies of
+    assert bare.max_tokens == usual.max_tokens
+    assert len(bare.prompt_ids) < len(usual.prompt_ids) - 40  # ~26 tokens an example
+    with pytest.raises(ValueError, match="prompt_example_turns"):
+        ModelSettings(name="m", path="x", languages=["en"], prompt_example_turns="none")
+
+
 def test_prompt_ids_from_remembered_pieces_are_the_tokenizers_own(texts: TextMaker) -> None:
     """PromptEncoder (the system and example turns encoded once per pair) gives exactly the
     ids the tokenizer gives the whole rendered prompt, for every pair and kind of text, a

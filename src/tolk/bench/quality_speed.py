@@ -66,6 +66,10 @@ VARIANTS: dict[str, Callable[[TolkConfig], TolkConfig]] = {
     "examples-1": _examples(1),
     # Two examples, each at most 90 characters (about examples-1's prompt tokens).
     "examples-short": _model({"prompt_example_chars": 90}),
+    # Two examples, their turns the sentence alone (the instruction once, with the text).
+    "examples-bare": _model({"prompt_example_turns": "bare"}),
+    # Both: two short examples in bare turns (about 60% of the shipped prompt's tokens).
+    "examples-bare-short": _model({"prompt_example_turns": "bare", "prompt_example_chars": 90}),
     "checks-off": _checks({"enabled": False}),  # no output checks, so no retries either
     "retry-off": _checks({"retry": False}),  # checked and flagged, never tried again
     # Retries sampled rather than greedy with a repetition penalty: vLLM applies penalties to

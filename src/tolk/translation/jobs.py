@@ -302,7 +302,8 @@ def build_job(
         )
         syntax = settings.placeholders
         as_shown = [(for_model(s, syntax), for_model(t, syntax)) for s, t in shown]
-        prompt = with_examples(prompt, as_shown, source, target)
+        asked = settings.prompt_example_turns == "asked"
+        prompt = with_examples(prompt, as_shown, source, target, asked)
     prompt_ids, counted = render(prompt, tokenizer, segment)
     # The segment as the prompt holds it is most often the text itself: then its tokens
     # were counted as the prompt was encoded.

@@ -161,16 +161,24 @@ def chat(
 
 
 def with_examples(
-    prompt: ChatPrompt, examples: Sequence[tuple[str, str]], source: Lang, target: Lang
+    prompt: ChatPrompt,
+    examples: Sequence[tuple[str, str]],
+    source: Lang,
+    target: Lang,
+    asked: bool = True,
 ) -> ChatPrompt:
     """A chat prompt with example translations as earlier turns (tolk.translation.examples):
-    each example asked in the same words as the text, answered with its human translation.
-    A system message stays first."""
+    each example asked in the same words as the text (or, not `asked`, its sentence alone),
+    answered with its human translation. A system message stays first."""
     turns: list[dict[str, Any]] = []
     for text, translation in examples:
-        asked = chat(text, source, target)
-        assert isinstance(asked, ChatPrompt)
-        turns += [asked.messages[-1], {"role": "assistant", "content": translation}]
+        if asked:
+            request = chat(text, source, target)
+            assert isinstance(request, ChatPrompt)
+            turn = request.messages[-1]
+        else:
+            turn = {"role": "user", "content": text}
+        turns += [turn, {"role": "assistant", "content": translation}]
     system = [m for m in prompt.messages if m["role"] == "system"]
     rest = [m for m in prompt.messages if m["role"] != "system"]
     return ChatPrompt([*system, *turns, *rest])
