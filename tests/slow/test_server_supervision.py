@@ -174,8 +174,9 @@ async def test_an_engine_dying_past_max_restarts_makes_the_server_exit_3(
     family = server.descendants()
     async with httpx.AsyncClient(base_url=rig.url, timeout=120) as client:
         # A long alpha translation keeps the server draining while we look at it: 900 source
-        # tokens, 2,716 output at alpha's ratio of 3 (300 ended too soon on a CPU with native
-        # bf16: the server had drained and exited before the checks below could connect).
+        # tokens, 2,716 output at alpha's ratio of 3, held in flight by freezing alpha's
+        # engine while the checks below run (on a fast host the server could otherwise drain
+        # and exit before they connect, as it did with 300 tokens on a CPU with native bf16).
         long = asyncio.create_task(
             client.post("/translate", json={**ALPHA, "text": texts.text(900), "split": "none"})
         )
@@ -186,17 +187,23 @@ async def test_an_engine_dying_past_max_restarts_makes_the_server_exit_3(
             return any(lbl["model_name"] == "alpha" and v >= 1 for lbl, v in running)
 
         await wait_until(alpha_running, within=30)
-        rig.engine(1, "EngineCore").send_signal(signal.SIGKILL)  # beta dies a second time
+        alpha_core = rig.engine(0, "EngineCore")
+        alpha_core.suspend()
+        try:
+            rig.engine(1, "EngineCore").send_signal(signal.SIGKILL)  # beta dies a second time
 
-        async def given_up() -> bool:
-            return (await client.get("/health")).status_code == 503
+            async def given_up() -> bool:
+                return (await client.get("/health")).status_code == 503
 
-        await wait_until(given_up, within=15)
-        error = assert_error(await client.get("/health"), 503, "engine_failed")
-        assert "model 'beta'" in error["message"]
-        assert (await client.get("/ready")).status_code == 503
-        refused = await client.post("/translate", json=ALPHA)
-        assert_error(refused, 503, "shutting_down")
+            await wait_until(given_up, within=15)
+            error = assert_error(await client.get("/health"), 503, "engine_failed")
+            assert "model 'beta'" in error["message"]
+            assert (await client.get("/ready")).status_code == 503
+            refused = await client.post("/translate", json=ALPHA)
+            assert_error(refused, 503, "shutting_down")
+            assert not long.done()  # still draining: alpha's translation is in flight
+        finally:
+            alpha_core.resume()
         finished = await long
         assert finished.status_code == 200, finished.text
 
