@@ -241,6 +241,14 @@ class ModelSettings(_Strict):
         description="How inline markup's placeholders are shown to the model: markdown links "
         "and code spans ([words](1), `2`), or XML tags (<g1>words</g1>, <x2/>).",
     )
+    placeholders_told: bool = Field(
+        False,
+        description="Chat format, `links`: a segment whose placeholders are shown as links and "
+        "code spans gets a system message naming them and asking for each once, around the "
+        "translated words (tags always get theirs). On the CPU the 0.5B Qwen lost a "
+        "placeholder on 21 of 48 first tries told, 28 untold (docs/benchmarks.md, section "
+        "25).",
+    )
     prompt_examples: int = Field(
         0,
         ge=0,

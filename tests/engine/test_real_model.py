@@ -49,7 +49,9 @@ def real_server(real_model: Path, tmp_path_factory: pytest.TempPathFactory) -> I
                 "path": str(real_model),
                 "prompt_format": "chat",
                 "languages": ["en", "de", "fr", "es", "zh", "ne"],
-                "prompt_examples": 2,  # as configs/qwen2.5-coder-0.5b.yaml
+                # as configs/qwen2.5-coder-0.5b.yaml
+                "prompt_examples": 2,
+                "placeholders_told": True,
                 "engine": {
                     "max_num_seqs": 8,
                     "max_num_batched_tokens": 4096,

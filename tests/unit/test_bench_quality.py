@@ -749,6 +749,8 @@ def test_each_variant_switches_one_feature_off_on_every_model() -> None:
     assert off["examples-bare"].prompt_example_chars == 160
     bare_short = off["examples-bare-short"]
     assert (bare_short.prompt_example_turns, bare_short.prompt_example_chars) == ("bare", 90)
+    assert model.placeholders_told
+    assert not off["markup-untold"].placeholders_told
 
 
 def test_translation_memory_and_alternative_systems_say_so_in_their_requests() -> None:

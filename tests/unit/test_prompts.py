@@ -384,6 +384,46 @@ def test_bare_example_turns_write_the_instruction_once(texts: TextMaker) -> None
         ModelSettings(name="m", path="x", languages=["en"], prompt_example_turns="none")
 
 
+def test_placeholders_told_names_the_links_in_a_system_message(texts: TextMaker) -> None:
+    """models[].placeholders_told: a segment shown with links and code spans gets a system
+    message naming each, first (its retry too); a plain one, a tags one, or the option off:
+    the prompt as before."""
+    from tolk.budget import Budgets, counting
+    from tolk.config import ModelSettings
+    from tolk.translation.jobs import JobSettings, build_job, plan_job
+
+    pair = (lang("en"), lang("de"))
+    budgets = Budgets(counting(texts.tokenizer))
+    marked = "Run <g1>make serve</g1> with <x2/> now."
+
+    def prompt(text: str, **settings: Any) -> str:
+        model = ModelSettings(
+            name="m", path="x", languages=["en", "de"], prompt_examples=2, **settings
+        )
+        job = plan_job(model, texts.tokenizer, 4096, 0, text, pair, budgets)
+        return str(texts.tokenizer.decode(job.prompt_ids))
+
+    told = prompt(marked, placeholders_told=True)
+    assert told.startswith("<|im_start|>system\nYou are a translator. The text contains the ")
+    assert "markup [...](1) `2`: write each of them exactly once" in told
+    assert told.index("markup [...](1)") < told.index("Run [make serve](1) with `2` now.")
+    assert told.count("<|im_start|>system") == 1
+    assert "The text contains" not in prompt(marked)  # off by default
+    assert prompt("Run make now.", placeholders_told=True) == prompt("Run make now.")
+    # Tags bring their own system message; nothing is added to it.
+    tags = prompt(marked, placeholders_told=True, placeholders="tags")
+    assert tags == prompt(marked, placeholders="tags")
+    assert "<g1>" in tags
+    assert "[...](1)" not in tags
+    # The retry (no examples) is told too.
+    model = ModelSettings(
+        name="m", path="x", languages=["en", "de"], prompt_examples=2, placeholders_told=True
+    )
+    how = JobSettings(show_examples=False)
+    retry = build_job(model, texts.tokenizer, 4096, 0, marked, *pair, how)
+    assert "markup [...](1) `2`" in texts.tokenizer.decode(retry.prompt_ids)
+
+
 def test_prompt_ids_from_remembered_pieces_are_the_tokenizers_own(texts: TextMaker) -> None:
     """PromptEncoder (the system and example turns encoded once per pair) gives exactly the
     ids the tokenizer gives the whole rendered prompt, for every pair and kind of text, a

@@ -76,6 +76,8 @@ VARIANTS: dict[str, Callable[[TolkConfig], TolkConfig]] = {
     # a whole engine step's batch once any sequence in it has one (every sequence's output
     # tokens padded into a tensor on the CPU, every step).
     "retry-sampled": _checks({"retry_sampling": SamplingSettings(temperature=0.7, top_p=0.95)}),
+    # Markup segments not told in a system message which links and code spans to keep.
+    "markup-untold": _model({"placeholders_told": False}),
     # A markup unit whose placeholders did not come back retried once, not as 4 candidates.
     "markup-one-retry": _checks({"markup_candidates": 1}),
     # Retries greedy, without the repetition penalty: while any sequence of a batch has a

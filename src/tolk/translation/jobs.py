@@ -27,6 +27,7 @@ from tolk.translation.prompts import (
     Instructions,
     Prompt,
     with_examples,
+    with_links_told,
 )
 
 
@@ -304,6 +305,8 @@ def build_job(
         as_shown = [(for_model(s, syntax), for_model(t, syntax)) for s, t in shown]
         asked = settings.prompt_example_turns == "asked"
         prompt = with_examples(prompt, as_shown, source, target, asked)
+    if settings.placeholders_told and isinstance(prompt, ChatPrompt) and PLACEHOLDER.search(text):
+        prompt = with_links_told(prompt, segment)
     prompt_ids, counted = render(prompt, tokenizer, segment)
     # The segment as the prompt holds it is most often the text itself: then its tokens
     # were counted as the prompt was encoded.

@@ -131,6 +131,26 @@ def markup_instruction(text: str) -> str:
     )
 
 
+_LINKS = re.compile(r"\]\((\d+)\)")  # tolk's placeholders as links and code spans
+_CODES = re.compile(r"`(\d+)`")  # (tolk.translation.document.for_model)
+
+
+def with_links_told(prompt: ChatPrompt, text: str) -> ChatPrompt:
+    """A chat prompt whose text shows placeholders as links and code spans, with a system
+    message naming them and asking for each once (`models[].placeholders_told`); as it was
+    where the text has none or a system message is there already (the tags' own)."""
+    links = [f"[...]({n})" for n in dict.fromkeys(_LINKS.findall(text))]
+    codes = [f"`{n}`" for n in dict.fromkeys(_CODES.findall(text))]
+    if not (links or codes) or any(m["role"] == "system" for m in prompt.messages):
+        return prompt
+    told = (
+        f"You are a translator. The text contains the markup {' '.join(links + codes)}: "
+        "write each of them exactly once in the translation, a link around the translated "
+        "words it marks, its number unchanged."
+    )
+    return ChatPrompt([{"role": "system", "content": told}, *prompt.messages])
+
+
 def chat(
     text: str,
     source: Lang,
