@@ -415,6 +415,13 @@ def test_placeholders_told_names_the_links_in_a_system_message(texts: TextMaker)
     assert tags == prompt(marked, placeholders="tags")
     assert "<g1>" in tags
     assert "[...](1)" not in tags
+    # A hostile text of 2,000 placeholders: the message names TOLD_MARKS of them, not all.
+    from tolk.translation.prompts import TOLD_MARKS
+
+    many = " ".join(f"<g{n}>w</g{n}>" for n in range(1, 2001))
+    system = prompt(many, placeholders_told=True).split("<|im_end|>")[0]
+    assert system.count("[...](") == TOLD_MARKS
+    assert "[...](12) and the others: write each" in system
     # The retry (no examples) is told too.
     model = ModelSettings(
         name="m", path="x", languages=["en", "de"], prompt_examples=2, placeholders_told=True

@@ -17,7 +17,7 @@ from tolk.budget import DEFAULT_RATIO, Budgets
 from tolk.config import ModelSettings
 from tolk.engine import Tokenizer
 from tolk.languages import Lang
-from tolk.translation.document import PLACEHOLDER, for_model
+from tolk.translation.document import PLACEHOLDER, for_model, shows_links
 from tolk.translation.examples import examples
 from tolk.translation.glossary import Terms
 from tolk.translation.prompts import (
@@ -305,8 +305,9 @@ def build_job(
         as_shown = [(for_model(s, syntax), for_model(t, syntax)) for s, t in shown]
         asked = settings.prompt_example_turns == "asked"
         prompt = with_examples(prompt, as_shown, source, target, asked)
-    if settings.placeholders_told and isinstance(prompt, ChatPrompt) and PLACEHOLDER.search(text):
-        prompt = with_links_told(prompt, segment)
+    told = settings.placeholders_told and shows_links(text.strip(), settings.placeholders)
+    if told and isinstance(prompt, ChatPrompt):
+        prompt = with_links_told(prompt, PLACEHOLDER.findall(text))
     prompt_ids, counted = render(prompt, tokenizer, segment)
     # The segment as the prompt holds it is most often the text itself: then its tokens
     # were counted as the prompt was encoded.

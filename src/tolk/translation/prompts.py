@@ -131,22 +131,27 @@ def markup_instruction(text: str) -> str:
     )
 
 
-_LINKS = re.compile(r"\]\((\d+)\)")  # tolk's placeholders as links and code spans
-_CODES = re.compile(r"`(\d+)`")  # (tolk.translation.document.for_model)
+TOLD_MARKS = 12  # the most placeholders a system message names (a hostile text may hold 1000s)
 
 
-def with_links_told(prompt: ChatPrompt, text: str) -> ChatPrompt:
-    """A chat prompt whose text shows placeholders as links and code spans, with a system
-    message naming them and asking for each once (`models[].placeholders_told`); as it was
-    where the text has none or a system message is there already (the tags' own)."""
-    links = [f"[...]({n})" for n in dict.fromkeys(_LINKS.findall(text))]
-    codes = [f"`{n}`" for n in dict.fromkeys(_CODES.findall(text))]
-    if not (links or codes) or any(m["role"] == "system" for m in prompt.messages):
+def with_links_told(prompt: ChatPrompt, marks: Sequence[tuple[str, str, str]]) -> ChatPrompt:
+    """A chat prompt whose text shows its placeholders as links and code spans, with a
+    system message naming them and asking for each once (`models[].placeholders_told`).
+    `marks`: the masked text's PLACEHOLDER matches (closing, pair, atom), as
+    tolk.translation.document writes them; the first TOLD_MARKS named."""
+    named: dict[str, None] = {}  # in order, each once
+    for closing, pair, atom in marks:
+        if not closing:
+            named[f"`{atom}`" if atom else f"[...]({pair})"] = None
+    if not named:
         return prompt
+    listed = " ".join(list(named)[:TOLD_MARKS])
+    if len(named) > TOLD_MARKS:
+        listed += " and the others"
     told = (
-        f"You are a translator. The text contains the markup {' '.join(links + codes)}: "
-        "write each of them exactly once in the translation, a link around the translated "
-        "words it marks, its number unchanged."
+        f"You are a translator. The text contains the markup {listed}: write each of them "
+        "exactly once in the translation, a link around the translated words it marks, its "
+        "number unchanged."
     )
     return ChatPrompt([{"role": "system", "content": told}, *prompt.messages])
 
