@@ -47,6 +47,21 @@ def _examples(count: int) -> Callable[[TolkConfig], TolkConfig]:
     return _model({"prompt_examples": count})
 
 
+def _compiled(update: Mapping[str, Any]) -> Callable[[TolkConfig], TolkConfig]:
+    """`update` merged into each model's vLLM compilation_config (engine.extra_args)."""
+
+    def change(config: TolkConfig) -> TolkConfig:
+        models = []
+        for m in config.models:
+            extra = dict(m.engine.extra_args)
+            extra["compilation_config"] = {**extra.get("compilation_config", {}), **update}
+            engine = m.engine.model_copy(update={"extra_args": extra})
+            models.append(m.model_copy(update={"engine": engine}))
+        return config.model_copy(update={"models": tuple(models)})
+
+    return change
+
+
 def _checks(update: Mapping[str, Any]) -> Callable[[TolkConfig], TolkConfig]:
     def change(config: TolkConfig) -> TolkConfig:
         models = tuple(
@@ -91,6 +106,10 @@ VARIANTS: dict[str, Callable[[TolkConfig], TolkConfig]] = {
     "first-as-usual": _checks({"first_as_retry_limit": 1.0}),
     # A markup unit's plain-text fallback asked for after its markup retry, not beside it.
     "fallback-late": _checks({"markup_fallback_early": False}),
+    # vLLM's default CUDA graphs (GPU only): whole-step graphs for steps that only decode,
+    # graphs between the attention layers (attention run outside them) for steps that also
+    # read a prompt; the engine's other arguments kept.
+    "cudagraph-piecewise": _compiled({"cudagraph_mode": "FULL_AND_PIECEWISE"}),
 }
 
 
