@@ -106,10 +106,11 @@ VARIANTS: dict[str, Callable[[TolkConfig], TolkConfig]] = {
     "first-as-usual": _checks({"first_as_retry_limit": 1.0}),
     # A markup unit's plain-text fallback asked for after its markup retry, not beside it.
     "fallback-late": _checks({"markup_fallback_early": False}),
-    # vLLM's default CUDA graphs (GPU only): whole-step graphs for steps that only decode,
-    # graphs between the attention layers (attention run outside them) for steps that also
-    # read a prompt; the engine's other arguments kept.
-    "cudagraph-piecewise": _compiled({"cudagraph_mode": "FULL_AND_PIECEWISE"}),
+    # Whole-step CUDA graphs for steps that read prompts too (GPU with FlashAttention 3), not
+    # only for steps that only decode: vLLM's default runs the layers between attention calls
+    # as graphs there and pays each call on the CPU. Measured in docs/benchmarks.md §26:
+    # steps twice as fast, and wrong translations (vLLM 0.26, H200), so not shipped.
+    "cudagraph-full": _compiled({"cudagraph_mode": "FULL"}),
 }
 
 
