@@ -91,6 +91,19 @@ class EngineSettings(_Strict):
         "first; requests of one size stay first come, first served. Running requests are "
         "never interrupted for it.",
     )
+    gather_ms: float = Field(
+        0,
+        ge=0,
+        le=200,
+        description="GPU: while more than `gather_above` engine requests are in flight, hand "
+        "new ones to vLLM together, each group this many milliseconds after its first arrived, "
+        "so that their prompts are read in one engine step and the steps between them only "
+        "decode (vLLM runs those as whole CUDA graphs, steps that read prompts in pieces; "
+        "tolk.engine.gather). 0: each at once, as vLLM's own server does.",
+    )
+    gather_above: int = Field(
+        64, ge=0, description="Engine requests in flight above which `gather_ms` applies."
+    )
     extra_args: dict[str, Any] = Field(
         default_factory=dict, description="Further vllm AsyncEngineArgs fields, passed as given."
     )

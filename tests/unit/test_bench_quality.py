@@ -752,6 +752,9 @@ def test_each_variant_switches_one_feature_off_on_every_model() -> None:
     assert model.placeholders_told
     assert not off["markup-untold"].placeholders_told
     assert "compilation_config" not in model.engine.extra_args  # vLLM's default graphs
+    assert model.engine.gather_ms == 0
+    assert off["gather-10"].engine.gather_ms == 10
+    assert off["gather-25"].engine == model.engine.model_copy(update={"gather_ms": 25})
     full = off["cudagraph-full"].engine
     assert full.extra_args["compilation_config"] == {"cudagraph_mode": "FULL"}
     assert full.model_copy(update={"extra_args": {}}) == model.engine.model_copy(

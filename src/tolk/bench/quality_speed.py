@@ -28,7 +28,7 @@ from typing import Any
 import aiohttp
 
 from tolk.bench.scrape import TIMELINE_QUERY
-from tolk.config import SamplingSettings, TolkConfig
+from tolk.config import EngineSettings, SamplingSettings, TolkConfig
 from tolk.wire.prometheus import Snapshot
 
 SAMPLE_INTERVAL = 0.25
@@ -47,19 +47,31 @@ def _examples(count: int) -> Callable[[TolkConfig], TolkConfig]:
     return _model({"prompt_examples": count})
 
 
+def _engine(
+    change_engine: Callable[[EngineSettings], EngineSettings],
+) -> Callable[[TolkConfig], TolkConfig]:
+    def change(config: TolkConfig) -> TolkConfig:
+        models = tuple(
+            m.model_copy(update={"engine": change_engine(m.engine)}) for m in config.models
+        )
+        return config.model_copy(update={"models": models})
+
+    return change
+
+
 def _compiled(update: Mapping[str, Any]) -> Callable[[TolkConfig], TolkConfig]:
     """`update` merged into each model's vLLM compilation_config (engine.extra_args)."""
 
-    def change(config: TolkConfig) -> TolkConfig:
-        models = []
-        for m in config.models:
-            extra = dict(m.engine.extra_args)
-            extra["compilation_config"] = {**extra.get("compilation_config", {}), **update}
-            engine = m.engine.model_copy(update={"extra_args": extra})
-            models.append(m.model_copy(update={"engine": engine}))
-        return config.model_copy(update={"models": tuple(models)})
+    def change(engine: EngineSettings) -> EngineSettings:
+        extra = dict(engine.extra_args)
+        extra["compilation_config"] = {**extra.get("compilation_config", {}), **update}
+        return engine.model_copy(update={"extra_args": extra})
 
-    return change
+    return _engine(change)
+
+
+def _gathered(ms: float) -> Callable[[TolkConfig], TolkConfig]:
+    return _engine(lambda engine: engine.model_copy(update={"gather_ms": ms}))
 
 
 def _checks(update: Mapping[str, Any]) -> Callable[[TolkConfig], TolkConfig]:
@@ -111,6 +123,10 @@ VARIANTS: dict[str, Callable[[TolkConfig], TolkConfig]] = {
     # as graphs there and pays each call on the CPU. Measured in docs/benchmarks.md §26:
     # steps twice as fast, and wrong translations (vLLM 0.26, H200), so not shipped.
     "cudagraph-full": _compiled({"cudagraph_mode": "FULL"}),
+    # New engine requests handed to vLLM in groups every 10 or 25 ms while more than
+    # engine.gather_above are in flight, so that fewer steps read prompts (tolk.engine.gather).
+    "gather-10": _gathered(10),
+    "gather-25": _gathered(25),
 }
 
 

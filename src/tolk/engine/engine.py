@@ -20,6 +20,7 @@ from typing import Any, Literal, Protocol
 from tolk.budget import Budgets, counting
 from tolk.config import EngineSettings, ModelSettings, SamplingSettings
 from tolk.engine.admission import Admission
+from tolk.engine.gather import Gather
 from tolk.engine.metrics import EngineMetrics
 from tolk.engine.vllm_compat import (
     UnsupportedEngineArgs,
@@ -310,6 +311,7 @@ class ModelEngine:
         self.in_flight = 0
         e = settings.engine
         self.admission = Admission(e.max_num_seqs + e.max_waiting, batch=e.max_num_seqs)
+        self.gather = Gather(e.gather_ms / 1000, e.gather_above)
         self._state: EngineState = "ready"
         self.start_seconds = start_seconds  # how long its last start took: a restart's estimate
         self.models_sharing = models_sharing  # models on the same GPU (its memory share)
@@ -449,6 +451,7 @@ class ModelEngine:
             regex=regex,
         )
         final = None
+        await self.gather.wait(self.in_flight)
         self.in_flight += 1
         try:
             async for output in self._llm.generate(

@@ -1,0 +1,55 @@
+"""New engine requests handed to vLLM together while the engine is busy (`engine.gather_ms`).
+
+Why: on the GPU, vLLM runs an engine step that only decodes as one captured CUDA graph, and a
+step that also reads a new request's prompt as graphs between the attention layers, with
+attention launched from the CPU (`cudagraph_mode` FULL_AND_PIECEWISE, its default). On the
+H200 with the real 0.5B model those steps took twice as long (10.8 ms against 5.4 where every
+step ran as one graph; docs/benchmarks.md section 26), and at 256 clients nearly every step
+reads a prompt: about three engine requests arrive during each one. Handing the requests that
+arrive within a few milliseconds to vLLM at once puts their prompts into one step and leaves
+the steps between them decoding only. vLLM has no such setting (its scheduler takes whatever
+has arrived before each step), hence this.
+
+Only while more than `gather_above` engine requests are in flight: a quiet engine starts each
+request at once, as before. A request waits at most `gather_ms` after the first of its group
+arrived; one cancelled while it waits (its client gone, its deadline passed) leaves the group
+without it. Used on the event loop's thread only; constant work per request.
+"""
+
+from __future__ import annotations
+
+import asyncio
+
+
+class Gather:
+    """Groups of new engine requests released together, `interval` seconds after the first of
+    each group arrived, while more than `above` requests are in flight; `interval` 0: off."""
+
+    def __init__(self, interval: float, above: int) -> None:
+        self.interval = interval
+        self.above = above
+        self._waiting: list[asyncio.Future[None]] = []
+        self._timer: asyncio.TimerHandle | None = None
+        self.gathered = 0  # requests that waited for their group, since the start
+        self.groups = 0  # groups released
+
+    async def wait(self, in_flight: int) -> None:
+        """Return when this request may go to the engine: at once where gathering is off or
+        the engine holds `above` or fewer requests; else with its group."""
+        if self.interval <= 0 or in_flight <= self.above:
+            return
+        loop = asyncio.get_running_loop()
+        future: asyncio.Future[None] = loop.create_future()
+        self._waiting.append(future)
+        if self._timer is None:
+            self._timer = loop.call_later(self.interval, self._release)
+        self.gathered += 1
+        await future
+
+    def _release(self) -> None:
+        self._timer = None
+        waiting, self._waiting = self._waiting, []
+        self.groups += 1
+        for future in waiting:
+            if not future.done():  # cancelled while it waited
+                future.set_result(None)

@@ -1,0 +1,51 @@
+"""tolk.engine.gather: new engine requests released in groups while the engine is busy."""
+
+from __future__ import annotations
+
+import asyncio
+
+from tolk.engine.gather import Gather
+
+
+async def test_off_or_quiet_requests_go_at_once() -> None:
+    off = Gather(0.0, 0)
+    await off.wait(500)  # returns without suspending: nothing gathered
+    quiet = Gather(5.0, 64)
+    await quiet.wait(64)  # at the threshold, not above it
+    assert (off.gathered, quiet.gathered, quiet.groups) == (0, 0, 0)
+
+
+async def test_requests_arriving_while_busy_go_together_after_the_first_ones_interval() -> None:
+    gather = Gather(0.05, 2)
+    loop = asyncio.get_running_loop()
+    released: list[tuple[int, float]] = []  # (the group released, when)
+
+    async def request() -> None:
+        await gather.wait(3)
+        released.append((gather.groups, loop.time()))
+
+    start = loop.time()
+    first = [asyncio.create_task(request()) for _ in range(3)]
+    await asyncio.sleep(0)  # the three are waiting: none released yet
+    assert released == []
+    assert gather.gathered == 3
+    later = asyncio.create_task(request())  # joins the same group
+    await asyncio.gather(*first, later)
+    assert gather.groups == 1
+    assert len(released) == 4
+    assert {group for group, _ in released} == {1}  # one release for all four
+    assert min(when for _, when in released) - start >= 0.05
+    # The next busy arrival starts a group of its own.
+    await asyncio.create_task(request())
+    assert (gather.groups, gather.gathered) == (2, 5)
+
+
+async def test_a_request_cancelled_while_it_waits_leaves_its_group_without_it() -> None:
+    gather = Gather(0.05, 0)
+    gone = asyncio.create_task(gather.wait(1))
+    kept = asyncio.create_task(gather.wait(1))
+    await asyncio.sleep(0)
+    gone.cancel()
+    await kept  # released with the group, the cancelled one skipped
+    assert gone.cancelled()
+    assert gather.groups == 1
