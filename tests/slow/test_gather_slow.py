@@ -20,6 +20,7 @@ async def test_requests_arriving_while_the_engine_is_busy_reach_vllm_with_their_
     from tolk.config import ModelSettings
     from tolk.engine import EngineMetrics
     from tolk.engine.engine import ModelEngine, build_llm
+    from tolk.server.metrics import EngineStates
 
     runtime_env()
     config = model_config(
@@ -53,5 +54,13 @@ async def test_requests_arriving_while_the_engine_is_busy_reach_vllm_with_their_
         assert all(out[0].completion_tokens > 0 for out in outputs)
         assert all(out[0].completion_tokens <= 8 for out in outputs[1:])
         assert vllm.get_num_unfinished_requests() == 0
+        states = EngineStates()
+        states.engines = [engine]
+        counted = {
+            family.name: [(sample.labels, sample.value) for sample in family.samples]
+            for family in states.collect()
+        }
+        assert counted["tolk_engine_gathered_requests"][0] == ({"model": "salad"}, 3.0)
+        assert counted["tolk_engine_gather_groups"][0] == ({"model": "salad"}, 1.0)
     finally:
         engine.shutdown()

@@ -190,7 +190,9 @@ class ServiceMetrics:
 
 class EngineStates(Collector):
     """tolk_engine_up, tolk_engine_state and tolk_engine_restarts_total, read from the
-    engines when scraped (so they can never lag behind what the engines say)."""
+    engines when scraped (so they can never lag behind what the engines say); where an
+    engine gathers new requests (engine.gather_ms), tolk_engine_gathered_requests_total and
+    tolk_engine_gather_groups_total."""
 
     def __init__(self) -> None:
         self.engines: Sequence[ModelEngine] = ()  # set once the engines have started
@@ -210,6 +212,17 @@ class EngineStates(Collector):
             "Restarts of the model's engine after it died.",
             labels=["model"],
         )
+        gathered = CounterMetricFamily(
+            "tolk_engine_gathered_requests",
+            "Engine requests that waited to be handed to vLLM with their group "
+            "(engine.gather_ms; only models that gather).",
+            labels=["model"],
+        )
+        groups = CounterMetricFamily(
+            "tolk_engine_gather_groups",
+            "Groups of engine requests handed to vLLM together (engine.gather_ms).",
+            labels=["model"],
+        )
         for engine in self.engines:
             now = engine.state
             up.add_metric([engine.name], 1.0 if now == "ready" else 0.0)
@@ -217,7 +230,10 @@ class EngineStates(Collector):
                 states.add_metric([engine.name, state], 1.0 if state == now else 0.0)
             if engine.restarts:  # a series appears with the first restart, as a Counter's
                 restarts.add_metric([engine.name], engine.restarts)
-        yield from (up, states, restarts)
+            if engine.gather.interval > 0:
+                gathered.add_metric([engine.name], engine.gather.gathered)
+                groups.add_metric([engine.name], engine.gather.groups)
+        yield from (up, states, restarts, gathered, groups)
 
 
 class PairStates(Collector):
