@@ -17,7 +17,8 @@
 #   three turn budgets of tolk.translation.pacing; real-pacing-ab: two of them side by side;
 #   real-three-way: vLLM's server, tolk and tolk's engine without HTTP, the same requests;
 #   real-profile-256: py-spy on tolk at 256 clients, checks off; real-loop-ab: tolk at
-#   $OLD_SRC against this tree, checks off, alternating)
+#   $OLD_SRC against this tree, checks off, alternating; real-quality-short: real-quality's
+#   sentences only, 200 a pair, unprofiled, for a lease with little time left)
 # Every step samples the GPUs' utilisation (nvidia-smi, 500 ms) into <step>/gpu-util.csv.
 #
 #   bash scripts/gpu-benchmarks.sh [STEP...]
@@ -549,6 +550,15 @@ step_real-quality() {  # issue 36: the product against the raw server, as a user
     --out "$out"
   local rc=$?
   kill $top_loop 2>/dev/null; wait $top_loop 2>/dev/null; return $rc
+}
+
+step_real-quality-short() {  # real-quality's sentences only (200 a pair, no markup, no
+  # profiles): a variant against the shipped server and vLLM's in about 6 minutes
+  real_model || return 1
+  CUDA_VISIBLE_DEVICES=0 "${TOLK[@]}" bench quality --config $REAL_CONFIG \
+    --openai-start models/qwen2.5-coder-0.5b-instruct --data "$DATA" --sentences 200 \
+    --concurrency 256 --rounds "${QUALITY_ROUNDS:-2}" --variants "${QUALITY_VARIANTS-gather-25}" \
+    --out "$RESULTS/real-quality-short"
 }
 
 step_real-quality-no-ne() {  # issue 36: the same without en-ne (where tolk writes Nepali and
