@@ -760,6 +760,8 @@ def test_each_variant_switches_one_feature_off_on_every_model() -> None:
     assert full.model_copy(update={"extra_args": {}}) == model.engine.model_copy(
         update={"extra_args": {}}
     )
+    larger = off["cudagraph-1024"].engine.extra_args["compilation_config"]
+    assert larger == {"max_cudagraph_capture_size": 1024}
     assert off["checks-off"].engine == model.engine
 
 

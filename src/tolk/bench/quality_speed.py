@@ -123,6 +123,10 @@ VARIANTS: dict[str, Callable[[TolkConfig], TolkConfig]] = {
     # as graphs there and pays each call on the CPU. Measured in docs/benchmarks.md §26:
     # steps twice as fast, and wrong translations (vLLM 0.26, H200), so not shipped.
     "cudagraph-full": _compiled({"cudagraph_mode": "FULL"}),
+    # vLLM's default graphs captured for steps of up to 1,024 tokens, not 512: a larger step
+    # (a burst of new prompts) runs with no graph at all, 12-14% of the engine core's time in
+    # every server of §26.
+    "cudagraph-1024": _compiled({"max_cudagraph_capture_size": 1024}),
     # New engine requests handed to vLLM in groups every 10 or 25 ms while more than
     # engine.gather_above are in flight, so that fewer steps read prompts (tolk.engine.gather).
     "gather-10": _gathered(10),
