@@ -28,65 +28,58 @@ from typing import Any
 import aiohttp
 
 from tolk.bench.scrape import TIMELINE_QUERY
-from tolk.config import EngineSettings, SamplingSettings, TolkConfig
+from tolk.config import ModelSettings, SamplingSettings, TolkConfig
 from tolk.wire.prometheus import Snapshot
 
 SAMPLE_INTERVAL = 0.25
 BASELINE = "openai"
 
 
-def _model(update: Mapping[str, Any]) -> Callable[[TolkConfig], TolkConfig]:
+Variant = Callable[[TolkConfig], TolkConfig]
+
+
+def _each(change_model: Callable[[ModelSettings], ModelSettings]) -> Variant:
+    """The config with every model changed alike."""
+
     def change(config: TolkConfig) -> TolkConfig:
-        models = tuple(m.model_copy(update=dict(update)) for m in config.models)
-        return config.model_copy(update={"models": models})
+        return config.model_copy(update={"models": tuple(map(change_model, config.models))})
 
     return change
 
 
-def _examples(count: int) -> Callable[[TolkConfig], TolkConfig]:
+def _model(update: Mapping[str, Any]) -> Variant:
+    return _each(lambda m: m.model_copy(update=dict(update)))
+
+
+def _examples(count: int) -> Variant:
     return _model({"prompt_examples": count})
 
 
-def _engine(
-    change_engine: Callable[[EngineSettings], EngineSettings],
-) -> Callable[[TolkConfig], TolkConfig]:
-    def change(config: TolkConfig) -> TolkConfig:
-        models = tuple(
-            m.model_copy(update={"engine": change_engine(m.engine)}) for m in config.models
-        )
-        return config.model_copy(update={"models": models})
-
-    return change
+def _checks(update: Mapping[str, Any]) -> Variant:
+    return _each(
+        lambda m: m.model_copy(update={"checks": m.checks.model_copy(update=dict(update))})
+    )
 
 
-def _compiled(update: Mapping[str, Any]) -> Callable[[TolkConfig], TolkConfig]:
+def _engine(update: Mapping[str, Any]) -> Variant:
+    return _each(
+        lambda m: m.model_copy(update={"engine": m.engine.model_copy(update=dict(update))})
+    )
+
+
+def _compiled(update: Mapping[str, Any]) -> Variant:
     """`update` merged into each model's vLLM compilation_config (engine.extra_args)."""
 
-    def change(engine: EngineSettings) -> EngineSettings:
-        extra = dict(engine.extra_args)
+    def change(m: ModelSettings) -> ModelSettings:
+        extra = dict(m.engine.extra_args)
         extra["compilation_config"] = {**extra.get("compilation_config", {}), **update}
-        return engine.model_copy(update={"extra_args": extra})
+        return m.model_copy(update={"engine": m.engine.model_copy(update={"extra_args": extra})})
 
-    return _engine(change)
-
-
-def _gathered(ms: float) -> Callable[[TolkConfig], TolkConfig]:
-    return _engine(lambda engine: engine.model_copy(update={"gather_ms": ms}))
-
-
-def _checks(update: Mapping[str, Any]) -> Callable[[TolkConfig], TolkConfig]:
-    def change(config: TolkConfig) -> TolkConfig:
-        models = tuple(
-            m.model_copy(update={"checks": m.checks.model_copy(update=dict(update))})
-            for m in config.models
-        )
-        return config.model_copy(update={"models": models})
-
-    return change
+    return _each(change)
 
 
 # The features a variant switches off, every model of the config alike.
-VARIANTS: dict[str, Callable[[TolkConfig], TolkConfig]] = {
+VARIANTS: dict[str, Variant] = {
     "examples-off": _examples(0),  # no human translations shown before the text
     # One shown, not two: half the examples' prompt tokens (shorter prompts, faster engine
     # steps: docs/benchmarks.md §24).
@@ -129,8 +122,8 @@ VARIANTS: dict[str, Callable[[TolkConfig], TolkConfig]] = {
     "cudagraph-1024": _compiled({"max_cudagraph_capture_size": 1024}),
     # New engine requests handed to vLLM in groups every 10 or 25 ms while more than
     # engine.gather_above are in flight, so that fewer steps read prompts (tolk.engine.gather).
-    "gather-10": _gathered(10),
-    "gather-25": _gathered(25),
+    "gather-10": _engine({"gather_ms": 10}),
+    "gather-25": _engine({"gather_ms": 25}),
 }
 
 
