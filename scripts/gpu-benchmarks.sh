@@ -535,17 +535,21 @@ step_real-quality() {  # issue 36: the product against the raw server, as a user
   # prompt: chrF++ beside requests/s, output tokens/s, GPU busy and the engine's batch.
   # With py-spy carried: each server profiled in its first pass (--profile), and every 10 s
   # the machine's busiest threads (top -H), to see whether anything competes for the cores.
+  # ($QUALITY_SENTENCES a pair, 400; QUALITY_MARKUP= leaves the markup units out,
+  # QUALITY_PROFILE= the profiles.)
   real_model || return 1
-  local profiling=() top_loop
-  if command -v py-spy > /dev/null; then profiling=(--profile); fi
+  local profiling=() markup=() top_loop
+  if [ -n "${QUALITY_PROFILE-1}" ] && command -v py-spy > /dev/null; then profiling=(--profile); fi
+  if [ -n "${QUALITY_MARKUP-1}" ]; then markup=(--markup); fi
   local out="$RESULTS/${QUALITY_OUT:-real-quality}" pairs=()
   if [ -n "${QUALITY_PAIRS:-}" ]; then pairs=(--pairs "$QUALITY_PAIRS"); fi
   ( while true; do date +%T; top -b -H -n 1 -w 400 | head -45; sleep 10; done ) \
     > "$out/top-threads.txt" 2>&1 &
   top_loop=$!
   CUDA_VISIBLE_DEVICES=0 "${TOLK[@]}" bench quality --config $REAL_CONFIG \
-    --openai-start models/qwen2.5-coder-0.5b-instruct --data "$DATA" --sentences 400 \
-    --markup --concurrency 256 --rounds "${QUALITY_ROUNDS:-2}" "${pairs[@]}" \
+    --openai-start models/qwen2.5-coder-0.5b-instruct --data "$DATA" \
+    --sentences "${QUALITY_SENTENCES:-400}" "${markup[@]}" --concurrency 256 \
+    --rounds "${QUALITY_ROUNDS:-2}" "${pairs[@]}" \
     --variants "${QUALITY_VARIANTS-examples-off,checks-off,retry-off}" "${profiling[@]}" \
     --out "$out"
   local rc=$?
@@ -554,11 +558,8 @@ step_real-quality() {  # issue 36: the product against the raw server, as a user
 
 step_real-quality-short() {  # real-quality's sentences only (200 a pair, no markup, no
   # profiles): a variant against the shipped server and vLLM's in about 6 minutes
-  real_model || return 1
-  CUDA_VISIBLE_DEVICES=0 "${TOLK[@]}" bench quality --config $REAL_CONFIG \
-    --openai-start models/qwen2.5-coder-0.5b-instruct --data "$DATA" --sentences 200 \
-    --concurrency 256 --rounds "${QUALITY_ROUNDS:-2}" --variants "${QUALITY_VARIANTS-gather-25}" \
-    --out "$RESULTS/real-quality-short"
+  QUALITY_OUT=real-quality-short QUALITY_SENTENCES=200 QUALITY_MARKUP= QUALITY_PROFILE= \
+    QUALITY_VARIANTS=${QUALITY_VARIANTS-gather-25} step_real-quality
 }
 
 step_real-quality-no-ne() {  # issue 36: the same without en-ne (where tolk writes Nepali and
