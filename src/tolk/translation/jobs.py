@@ -307,7 +307,7 @@ def build_job(
         prompt = with_examples(prompt, as_shown, source, target, asked)
     told = settings.placeholders_told and shows_links(text.strip(), settings.placeholders)
     if told and isinstance(prompt, ChatPrompt):
-        prompt = with_links_told(prompt, PLACEHOLDER.findall(text))
+        prompt = with_links_told(prompt, PLACEHOLDER.finditer(text))
     prompt_ids, counted = render(prompt, tokenizer, segment)
     # The segment as the prompt holds it is most often the text itself: then its tokens
     # were counted as the prompt was encoded.

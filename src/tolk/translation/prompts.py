@@ -19,7 +19,7 @@ artefacts. Formats:
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal, Protocol
 
@@ -134,15 +134,19 @@ def markup_instruction(text: str) -> str:
 TOLD_MARKS = 12  # the most placeholders a system message names (a hostile text may hold 1000s)
 
 
-def with_links_told(prompt: ChatPrompt, marks: Sequence[tuple[str, str, str]]) -> ChatPrompt:
+def with_links_told(prompt: ChatPrompt, marks: Iterable[re.Match[str]]) -> ChatPrompt:
     """A chat prompt whose text shows its placeholders as links and code spans, with a
     system message naming them and asking for each once (`models[].placeholders_told`).
-    `marks`: the masked text's PLACEHOLDER matches (closing, pair, atom), as
-    tolk.translation.document writes them; the first TOLD_MARKS named."""
+    `marks`: the masked text's PLACEHOLDER matches (groups: closing, pair, atom), as
+    tolk.translation.document writes them, read only until the first TOLD_MARKS are named
+    and one more is seen."""
     named: dict[str, None] = {}  # in order, each once
-    for closing, pair, atom in marks:
+    for mark in marks:
+        closing, pair, atom = mark.groups("")
         if not closing:
             named[f"`{atom}`" if atom else f"[...]({pair})"] = None
+            if len(named) > TOLD_MARKS:
+                break
     if not named:
         return prompt
     listed = " ".join(list(named)[:TOLD_MARKS])
