@@ -49,6 +49,17 @@ HOSTILE: list[tuple[str, str, dict[str, object]]] = [
         "/translate",
         {"model": "checked", "text": "".join(f"<x1{' ' * 40}<g2 word {i}. " for i in range(600))},
     ),
+    # The checked model tells the model which links to keep (placeholders_told): a segment
+    # of thousands of links gets a system message naming the first TOLD_MARKS.
+    (
+        "checks on, placeholders told: a paragraph of 3,500 links",
+        "/translate",
+        {
+            "model": "checked",
+            "text": "".join(f"[w{i}](https://e.example/{i}) " for i in range(3_500)),
+            "format": "markdown",
+        },
+    ),
     (
         "nested <b>",
         "/translate",
@@ -162,6 +173,7 @@ def standin_server(
     port = free_port()
     checked = model_config("checked", test_model, languages=MAIN_LANGUAGES)
     checked["checks"] = {"enabled": True}
+    checked["placeholders_told"] = True  # as the shipped real-model configs
     config = server_config(
         [model_config("demo", test_model, languages=MAIN_LANGUAGES), checked],
         port,
