@@ -98,6 +98,11 @@ def test_raw_lines_by_process_and_thread() -> None:
     # Forked: its parent's frames at the fork are not its own.
     assert core.inclusive == {"busy_loop (core.py)": 3, "step (core.py)": 3}
     assert core.own == {"step (core.py)": 3}
+    # Who called whom, directly (scripts/profile-shares.py's `Caller>Callee`).
+    assert core.calls == {("busy_loop (core.py)", "step (core.py)"): 3}
+    assert threads[("tolk [10]", "MainThread")].calls == {
+        ("run (base_events.py)", "handle (app.py)"): 7
+    }
     other = threads[("python [11]", "MainThread")]
     assert other.own == {"busy_loop (core.py)": 2}  # lines of a function counted together
 

@@ -20,6 +20,7 @@ its busy share and the functions holding most of its samples, inclusive and self
 
 from __future__ import annotations
 
+import itertools
 import re
 import shutil
 import signal
@@ -104,6 +105,7 @@ class _Thread:
     samples: int = 0
     inclusive: Counter[str] = field(default_factory=Counter)
     own: Counter[str] = field(default_factory=Counter)
+    calls: Counter[tuple[str, str]] = field(default_factory=Counter)  # (caller, callee)
 
 
 def _frame_name(frame: str) -> str:
@@ -156,6 +158,8 @@ def parse(lines: Iterable[str]) -> dict[tuple[str, str], _Thread]:
         entry.samples += count
         for name in set(body):
             entry.inclusive[name] += count
+        for call in set(itertools.pairwise(body)):
+            entry.calls[call] += count
         if body:
             entry.own[body[-1]] += count
     by_name: dict[tuple[str, str], _Thread] = {}
