@@ -762,7 +762,23 @@ def test_each_variant_switches_one_feature_off_on_every_model() -> None:
     )
     larger = off["cudagraph-1024"].engine.extra_args["compilation_config"]
     assert larger == {"max_cudagraph_capture_size": 1024}
+    assert off["gather-50"].engine.gather_ms == 50
     assert off["checks-off"].engine == model.engine
+
+
+def test_variants_joined_by_plus_make_all_their_changes() -> None:
+    from tolk.config import load_config
+
+    shipped = load_config(REPO / "configs/gpu-qwen2.5-coder-0.5b.yaml")
+    both = quality_speed.variant("gather-25+cudagraph-2048+examples-1")(shipped).models[0]
+    assert both.engine.gather_ms == 25
+    assert both.engine.extra_args["compilation_config"] == {"max_cudagraph_capture_size": 2048}
+    assert both.prompt_examples == 1
+    assert both.checks == shipped.models[0].checks
+    assert quality_speed.known("gather-25+cudagraph-1024")
+    assert quality_speed.known("retry-off")
+    for wrong in ("gather-25+gather-25", "gather-25+", "gather-7", ""):
+        assert not quality_speed.known(wrong), wrong
 
 
 def test_translation_memory_and_alternative_systems_say_so_in_their_requests() -> None:
@@ -801,3 +817,23 @@ def test_the_chat_systems_send_what_tolk_recognises_as_the_same_translation() ->
     answer = {"choices": [{"message": {"content": '"Er sagte ja."'}}], "usage": {}}
     system = quality.System("tolk-chat-prompt", "chat-prompt", "u")
     assert quality.reply(system, answer, {})["output"] == "Er sagte ja."  # as Pot strips it
+
+
+def test_the_cli_takes_variants_joined_by_plus_and_names_the_known_ones() -> None:
+    from typer import BadParameter
+    from typer.testing import CliRunner
+
+    from tolk.bench.cli import _quality_variants
+    from tolk.cli import app
+
+    config = REPO / "configs/gpu-qwen2.5-coder-0.5b.yaml"
+    assert _quality_variants("gather-25+cudagraph-1024, retry-off", config) == [
+        "gather-25+cudagraph-1024",
+        "retry-off",
+    ]
+    args = ["bench", "quality", "--config", str(config), "--variants", "gather-25+gather-7"]
+    result = CliRunner().invoke(app, args, terminal_width=400)
+    assert result.exit_code == 2
+    assert "--variants" in result.output
+    with pytest.raises(BadParameter, match="cudagraph-2048"):  # the known names listed
+        _quality_variants("gather-25+gather-7", config)

@@ -613,9 +613,10 @@ def _quality_variants(variants: str, config: Path | None) -> list[str]:
     from tolk.bench import quality_speed
 
     chosen = [v.strip() for v in variants.split(",") if v.strip()]
-    if set(chosen) - set(quality_speed.VARIANTS) or len(set(chosen)) < len(chosen):
+    if not all(map(quality_speed.known, chosen)) or len(set(chosen)) < len(chosen):
         raise typer.BadParameter(
-            f"'{variants}': any of {','.join(quality_speed.VARIANTS)}, each once",
+            f"'{variants}': any of {','.join(quality_speed.VARIANTS)}, each once, or "
+            "several joined by '+' (all their changes at once)",
             param_hint="--variants",
         )
     if chosen and not config:
@@ -757,10 +758,11 @@ def quality_command(
     variants: Annotated[
         str,
         typer.Option(
-            help="With --config: tolk again with a feature off, each a system of its own "
-            "alternating with the baseline: any of examples-off,examples-1,checks-off,"
-            "retry-off,retry-sampled,retry-greedy,markup-one-retry,retry-always,"
-            "first-as-usual,fallback-late."
+            help="With --config: tolk again with a feature off or a setting changed, each a "
+            "system of its own alternating with the baseline: names of "
+            "tolk.bench.quality_speed.VARIANTS (examples-off, checks-off, retry-off, "
+            "gather-25, cudagraph-1024, ...; a wrong name lists them all), or several joined "
+            "by '+' (gather-25+cudagraph-1024: all their changes at once)."
         ),
     ] = "",
     profile: Annotated[

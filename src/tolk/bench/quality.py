@@ -376,7 +376,7 @@ def start_tolk(plan: Plan, workdir: Path, variant: str | None = None) -> LocalSe
             raise ValueError(f"no model '{plan.model}' in {plan.config}")
         config = config.model_copy(update={"models": models})
     if variant is not None:
-        config = quality_speed.VARIANTS[variant](config)
+        config = quality_speed.variant(variant)(config)
     name = f"quality-tolk-{variant}" if variant else "quality-tolk"
     return start_server(config, workdir, name, ready_timeout=900)
 

@@ -120,11 +120,33 @@ VARIANTS: dict[str, Variant] = {
     # (a burst of new prompts) runs with no graph at all, 12-14% of the engine core's time in
     # every server of §26.
     "cudagraph-1024": _compiled({"max_cudagraph_capture_size": 1024}),
-    # New engine requests handed to vLLM in groups every 10 or 25 ms while more than
+    "cudagraph-2048": _compiled({"max_cudagraph_capture_size": 2048}),
+    # New engine requests handed to vLLM in groups every 10, 25 or 50 ms while more than
     # engine.gather_above are in flight, so that fewer steps read prompts (tolk.engine.gather).
+    # A group's prompts make one larger step: with 25 ms or more, past 512 tokens at 256
+    # clients, which only a larger cudagraph variant beside it keeps in graphs
+    # (`gather-25+cudagraph-1024`).
     "gather-10": _engine({"gather_ms": 10}),
     "gather-25": _engine({"gather_ms": 25}),
+    "gather-50": _engine({"gather_ms": 50}),
 }
+
+
+def known(name: str) -> bool:
+    """A variant's name: one of VARIANTS, or several joined by '+' (each once)."""
+    parts = name.split("+")
+    return len(set(parts)) == len(parts) and all(part in VARIANTS for part in parts)
+
+
+def variant(name: str) -> Variant:
+    """The config change `name` makes: its parts (joined by '+') applied left to right."""
+
+    def change(config: TolkConfig) -> TolkConfig:
+        for part in name.split("+"):
+            config = VARIANTS[part](config)
+        return config
+
+    return change
 
 
 def variant_name(system: str, variant: str | None) -> str:
