@@ -274,6 +274,9 @@ def test_bench_quality_speed_alternates_tolk_its_variant_and_vllm(
     # Each pass's engine steps, from the engine's own counters.
     assert all(p["engine"]["steps"] > 0 for p in data["speed"]["passes"])
     assert all(p["engine"]["engine_requests"] >= 2 for p in data["speed"]["passes"])
+    # tolk's event loop read around each of its passes (its own CPU counter), vLLM's not.
+    for p in data["speed"]["passes"]:
+        assert (p["engine"].get("loop_cpu_s", 0) > 0) == p["system"].startswith("tolk"), p
     # py-spy on each server's first pass, the engine's process beside the API's.
     assert set(data["profiles"]) == {"tolk", "openai", "tolk[checks-off]"}
     for found in data["profiles"].values():

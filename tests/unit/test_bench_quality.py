@@ -545,6 +545,12 @@ async def standin() -> AsyncIterator[tuple[str, list[dict[str, Any]]]]:
             f'vllm:prefix_cache_hits_total{{engine="0"}} {20 * served}\n'
             "# TYPE vllm:request_success counter\n"
             f'vllm:request_success_total{{engine="0",finished_reason="stop"}} {served}\n'
+            # tolk's event loop: 2 ms of its thread's CPU a request, its heartbeat 0.1 ms late.
+            "# TYPE tolk_event_loop_cpu_seconds counter\n"
+            f"tolk_event_loop_cpu_seconds_total {0.002 * served}\n"
+            "# TYPE tolk_event_loop_stall_seconds histogram\n"
+            f"tolk_event_loop_stall_seconds_count {10 * served}\n"
+            f"tolk_event_loop_stall_seconds_sum {0.001 * served}\n"
         )
         return web.Response(text=text, content_type="text/plain")
 
@@ -646,6 +652,7 @@ async def test_rounds_alternate_and_every_pass_is_timed_with_the_ratio_first(
         assert 0 < p["saturated_s"] < p["wall_s"]
         assert p["saturated_requests_per_s"] == p["saturated_requests"] / p["saturated_s"]
         assert 0 < p["clients_mean"] <= 2  # never more than the clients
+        assert 0 < p["client_busy"] <= 1.05  # this thread's CPU over the wall time
         assert p["running_mean"] == 3.0
         assert p["waiting_mean"] == 1.0
         # The engine's counters read before and after the pass: 4 requests, 10 steps each.
@@ -657,6 +664,8 @@ async def test_rounds_alternate_and_every_pass_is_timed_with_the_ratio_first(
         assert engine["engine_requests"] == 4
         assert engine["prefix_cache_hit_rate"] == pytest.approx(0.2)
         assert engine["tpot_ms"] is None  # not published by the stand-in
+        assert engine["loop_cpu_s"] == pytest.approx(0.008)
+        assert engine["loop_lag_ms"] == pytest.approx(0.1)
     for p in passes[1::2]:  # one markup unit: never more than the clients, never saturated
         assert p["requests"] == 1
         assert p["saturated_requests_per_s"] is None
@@ -686,6 +695,10 @@ async def test_rounds_alternate_and_every_pass_is_timed_with_the_ratio_first(
     assert "| tolk | sentences | 2 | 8 | 0 |" in md
     assert "| tolk | markup | 2 | 2 | 0 |" in md
     assert "| 80 | " in md  # the engine steps of both sentence passes
+    loop = tolk["engine"]
+    assert loop["loop_ms_per_request"] == pytest.approx(2.0)
+    assert loop["loop_busy"] == pytest.approx(0.016 / rows[("tolk", "sentences")]["wall_s"])
+    assert "| 2.00 | 0.1 |" in md  # loop ms a request, loop lag ms
 
 
 def test_variants_run_as_blocks_each_alternating_with_one_baseline() -> None:

@@ -181,3 +181,37 @@ async def test_a_step_that_holds_the_loop_is_logged_with_its_stack(
     assert max(lags) >= 0.3  # and the lag sampled on the loop saw it
     (record,) = [r for r in caplog.records if "without yielding" in r.getMessage()]
     assert "hold_the_loop_on_purpose" in record.getMessage()
+
+
+async def test_the_heartbeat_counts_the_loop_threads_cpu_not_its_waits() -> None:
+    """tolk_event_loop_cpu_seconds_total: work on the loop counts, a wait that holds the loop
+    without using a core (a blocking sleep) and other threads' work do not."""
+    from prometheus_client import CollectorRegistry, Counter
+
+    from tolk.server.loopwatch import StallWatch
+
+    stalls = Counter("stalls", "test", registry=CollectorRegistry())
+    used: list[float] = []
+    watch = asyncio.create_task(StallWatch(5.0, stalls, 0.01).run(None, used.append))
+    await asyncio.sleep(0.05)
+
+    def spin(seconds: float) -> None:
+        until = time.thread_time() + seconds
+        while time.thread_time() < until:
+            pass
+
+    def wait_holding_the_loop() -> None:
+        time.sleep(0.3)  # holds the loop, uses no CPU
+
+    before = sum(used)
+    wait_holding_the_loop()
+    await asyncio.to_thread(spin, 0.3)  # another thread's CPU
+    await asyncio.sleep(0.05)
+    waited = sum(used) - before
+    spin(0.3)  # the loop's own
+    await asyncio.sleep(0.05)
+    worked = sum(used) - before - waited
+    watch.cancel()
+    await asyncio.gather(watch, return_exceptions=True)
+    assert waited < 0.1
+    assert 0.29 <= worked < 0.5

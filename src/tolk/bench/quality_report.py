@@ -409,9 +409,12 @@ def _speed_markdown(results: dict[str, Any]) -> list[str]:
         "",
         f"Speed ({results.get('concurrency')} requests at once, {results.get('rounds', 1)} "
         "round(s) a system, rounds alternating; GPU busy from NVML, running/waiting the "
-        "engine's requests, means of the samples; engine steps and what they made from "
-        "vLLM's counters before and after each pass, ms a step the wall time over them, "
-        "TPOT the engine's mean time per output token):",
+        "engine's requests, means of the samples; client loop busy the CPU of this "
+        "command's own event loop, where the clients run, over the wall time; engine "
+        "steps and what they made from vLLM's counters before and after each pass, ms a "
+        "step the wall time over them, TPOT the engine's mean time per output token; "
+        "loop: tolk's event loop, the CPU its thread used over the wall time and per "
+        "request, and how late its 10 ms heartbeat woke):",
         "",
         *_markdown_table(quality_speed.SPEED_COLUMNS, speed_rows),
         *profile.markdown(results.get("profiles") or {}),

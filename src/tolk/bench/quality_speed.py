@@ -270,6 +270,13 @@ ENGINE_COUNTERS = {
     "itl_sum": ("vllm:inter_token_latency_seconds_sum", None),
     "itl_count": ("vllm:inter_token_latency_seconds_count", None),
 }
+# tolk's event loop, where the server publishes it (tolk, not vLLM's server): the CPU its
+# thread used, and how late its 10 ms heartbeat woke (the wait of any work queued on it).
+LOOP_COUNTERS = {
+    "loop_cpu": "tolk_event_loop_cpu_seconds_total",
+    "lag_sum": "tolk_event_loop_stall_seconds_sum",
+    "lag_count": "tolk_event_loop_stall_seconds_count",
+}
 # The steps by the tokens they carried (vLLM's histogram; its bounds differ by release):
 # a step past the largest CUDA-graph size runs without the graph.
 STEP_TOKENS = "vllm:iteration_tokens_total"
@@ -294,6 +301,8 @@ def counters_of(snap: Snapshot) -> dict[str, float] | None:
     if f"{STEP_TOKENS}_count" not in snap.counts:
         return None
     counters = {key: snap.get(name, le) for key, (name, le) in ENGINE_COUNTERS.items()}
+    if LOOP_COUNTERS["loop_cpu"] in snap.counts:
+        counters |= {key: snap.get(name) for key, name in LOOP_COUNTERS.items()}
     for _, le, count in snap.buckets(STEP_TOKENS):
         counters[f"steps_le:{le}"] = count
     return counters
@@ -325,6 +334,19 @@ def engine_figures(
         "preemptions": d["preemptions"],
         **{f"{what}_ms": _per(d, what) for what in ("tpot", "queue", "prefill", "decode", "itl")},
         "steps_by_tokens": _steps_by_tokens(before, after),
+        **_loop(before, after),
+    }
+
+
+def _loop(before: Mapping[str, float], after: Mapping[str, float]) -> dict[str, float | None]:
+    """tolk's event loop over one pass: the CPU seconds its thread used and the mean lag of
+    its heartbeat in ms; nothing where the server does not publish them."""
+    if "loop_cpu" not in before or "loop_cpu" not in after:
+        return {}
+    beats = after["lag_count"] - before["lag_count"]
+    return {
+        "loop_cpu_s": after["loop_cpu"] - before["loop_cpu"],
+        "loop_lag_ms": 1000 * (after["lag_sum"] - before["lag_sum"]) / beats if beats else None,
     }
 
 
@@ -372,11 +394,13 @@ def saturated(records: Sequence[Mapping[str, Any]], concurrency: int) -> tuple[i
 def pass_figures(
     system: str, round_: int, records: Sequence[Mapping[str, Any]], wall_s: float,
     sampler: PassSampler, engine: Mapping[str, float | None] | None = None,
-    concurrency: int = 0,
+    concurrency: int = 0, client_cpu_s: float | None = None,
 ) -> dict[str, Any]:  # fmt: skip
     """One pass of one system: its wall time, throughput (over the whole pass, and while
     every client was busy: `saturated`), the clients it kept busy on average (the sum of the
-    latencies over the wall time) and what was sampled meanwhile."""
+    latencies over the wall time), what was sampled meanwhile, and how busy the clients'
+    own event loop was (`client_cpu_s` over the wall time: near 1, the clients, not the
+    server, set the pace)."""
     tokens = [r["output_tokens"] for r in records if r.get("output_tokens") is not None]
     answered = [r for r in records if r.get("error") is None]
     output_tokens = sum(tokens) if tokens else None
@@ -401,6 +425,7 @@ def pass_figures(
         "waiting_max": max(sampler.waiting) if sampler.waiting else None,
         "samples": max(len(sampler.gpu), len(sampler.running)),
         "engine": dict(engine) if engine is not None else None,
+        "client_busy": client_cpu_s / wall_s if client_cpu_s is not None and wall_s > 0 else None,
     }
 
 
@@ -414,13 +439,15 @@ async def timed_pass(
     sampler = PassSampler(url)
     sampler.start()
     started = time.perf_counter()
+    cpu = time.thread_time()  # the clients' loop: this thread
     try:
         records = await run
     finally:
         wall = time.perf_counter() - started
+        cpu = time.thread_time() - cpu
         await sampler.stop()
     engine = engine_figures(before, await engine_counters(url), wall)
-    return records, pass_figures(system, round_, records, wall, sampler, engine, concurrency)
+    return records, pass_figures(system, round_, records, wall, sampler, engine, concurrency, cpu)
 
 
 def _total(passes: Sequence[Mapping[str, Any]], key: str) -> float | None:
@@ -465,6 +492,7 @@ def _system_row(system: str, passes: Sequence[Mapping[str, Any]]) -> dict[str, A
         "gpu_util_mean": mean_of("gpu_util_mean"),
         "running_mean": mean_of("running_mean"),
         "waiting_mean": mean_of("waiting_mean"),
+        "client_busy": mean_of("client_busy"),
         "engine": _engine_row(passes),
     }
 
@@ -479,6 +507,12 @@ def _engine_row(passes: Sequence[Mapping[str, Any]]) -> dict[str, float | None] 
     generated = sum(e["generation_tokens"] for e in found)
     tpots = [e["tpot_ms"] for e in found if e["tpot_ms"] is not None]
     rates = [e["prefix_cache_hit_rate"] for e in found if e["prefix_cache_hit_rate"] is not None]
+    # The event loop's CPU: over the passes' wall time (its busy share of one core: 1 where
+    # the loop is what limits the server) and per request answered.
+    looped = [p for p in passes if p.get("engine") and p["engine"].get("loop_cpu_s") is not None]
+    cpu = sum(p["engine"]["loop_cpu_s"] for p in looped)
+    loop_wall = sum(p["wall_s"] for p in looped)
+    answered = sum(p["requests"] - p["errors"] for p in looped)
     return {
         "steps": steps,
         "step_ms": 1000 * wall / steps if steps else None,
@@ -487,6 +521,11 @@ def _engine_row(passes: Sequence[Mapping[str, Any]]) -> dict[str, float | None] 
         "engine_requests": sum(e["engine_requests"] for e in found),
         "prefix_cache_hit_rate": _mean(rates),
         "tpot_ms": _mean(tpots),
+        "loop_busy": cpu / loop_wall if looped and loop_wall > 0 else None,
+        "loop_ms_per_request": 1000 * cpu / answered if looped and answered else None,
+        "loop_lag_ms": _mean(
+            [p["engine"]["loop_lag_ms"] for p in looped if p["engine"]["loop_lag_ms"] is not None]
+        ),
     }
 
 
@@ -559,19 +598,23 @@ def ratio_lines(speed: Mapping[str, Any]) -> list[str]:
 SPEED_COLUMNS = (
     "system", "phase", "passes", "requests", "errors", "wall s", "req/s",
     "req/s all clients busy", "req/s per round", "output tok/s", "clients busy",
-    "GPU busy %", "running", "waiting", "engine steps", "ms a step", "tokens made a step",
-    "TPOT ms", "engine requests", "prefix hit %",
+    "client loop busy %", "GPU busy %", "running", "waiting", "engine steps", "ms a step",
+    "tokens made a step", "TPOT ms", "engine requests", "prefix hit %", "loop busy %",
+    "loop ms a request", "loop lag ms",
 )  # fmt: skip
 
 
 def _engine_cells(engine: Mapping[str, Any] | None) -> list[str]:
     if not engine:
-        return ["-"] * 6
+        return ["-"] * 9
     hit = engine["prefix_cache_hit_rate"]
+    busy = engine.get("loop_busy")
     return [
         _num(engine["steps"], 0), _num(engine["step_ms"]), _num(engine["generated_per_step"]),
         _num(engine["tpot_ms"]), _num(engine["engine_requests"], 0),
         _num(100 * hit if hit is not None else None, 0),
+        _num(100 * busy if busy is not None else None, 0),
+        _num(engine.get("loop_ms_per_request"), 2), _num(engine.get("loop_lag_ms"), 1),
     ]  # fmt: skip
 
 
@@ -583,6 +626,7 @@ def rows(speed: Mapping[str, Any]) -> list[list[str]]:
             _num(s.get("saturated_requests_per_s")),
             ", ".join(_num(v) for v in s["per_round_requests_per_s"]),
             _num(s["output_tokens_per_s"], 0), _num(s.get("clients_mean")),
+            _num(100 * s["client_busy"] if s.get("client_busy") is not None else None, 0),
             _num(s["gpu_util_mean"], 0),
             _num(s["running_mean"]), _num(s["waiting_mean"]),
             *_engine_cells(s.get("engine")),

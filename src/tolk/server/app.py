@@ -197,7 +197,7 @@ class ServerParts:
                     self.config.server.loop_stall_warning,
                     self.metrics.loop_stalls,
                     LOOP_SAMPLE_INTERVAL,
-                ).run(self.metrics.loop_stall.observe)
+                ).run(self.metrics.loop_stall.observe, self.metrics.loop_cpu.inc)
             ),
         ]
         if self.memory is not None:

@@ -37,13 +37,18 @@ class StallWatch:
         self._loop_thread = 0
         self._stopped = threading.Event()
 
-    async def run(self, lag: Callable[[float], None] | None = None) -> None:
+    async def run(
+        self, lag: Callable[[float], None] | None = None, cpu: Callable[[float], None] | None = None
+    ) -> None:
         """The heartbeat, on the loop; starts the watching thread and stops it when
-        cancelled."""
+        cancelled. `cpu` gets, each beat, the CPU seconds the loop's thread used since the
+        last (tolk_event_loop_cpu_seconds_total: over a span of wall time, how busy the loop
+        was, which a sampling profiler can only estimate)."""
         self._loop_thread = threading.get_ident()
         watcher = threading.Thread(target=self._watch, name="tolk-loop-watch", daemon=True)
         watcher.start()
         loop = asyncio.get_running_loop()
+        used = time.thread_time()  # this thread's: the loop's
         try:
             while True:
                 self._beat = time.monotonic()
@@ -51,6 +56,10 @@ class StallWatch:
                 await asyncio.sleep(self.interval)
                 if lag is not None:
                     lag(max(0.0, loop.time() - began - self.interval))
+                if cpu is not None:
+                    now = time.thread_time()
+                    cpu(now - used)
+                    used = now
         finally:
             self._stopped.set()
 

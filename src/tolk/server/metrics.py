@@ -49,6 +49,7 @@ class ServiceMetrics:
             self.engines,
             self.pairs,
             self.loop_stall,
+            self.loop_cpu,
             self.loop_stalls,
         )
         self.engine_metrics = engine_metrics
@@ -85,6 +86,13 @@ class ServiceMetrics:
             "continuously: the longest time one piece of work held the loop (every other "
             "request waits that long).",
             buckets=STALL_BUCKETS,
+            registry=r,
+        )
+        self.loop_cpu = Counter(
+            "tolk_event_loop_cpu_seconds",
+            "CPU seconds the event loop's thread has used (every request's work on the loop: "
+            "HTTP, checks, the engine's outputs); its rate is the loop's busy share of one "
+            "core, 1 where the loop is what limits the server.",
             registry=r,
         )
         self.loop_stalls = Counter(
