@@ -60,6 +60,8 @@ async def test_metrics_has_engine_and_service_metrics(engine_client: httpx.Async
     assert overhead[0][1] >= 1
     assert metric_samples(text, "tolk_engine_up") == [({"model": "demo"}, 1.0)]
     assert metric_samples(text, "tolk_characters_translated_total")[0][1] >= 3
+    # The event loop's own CPU, added each heartbeat: it has translated, so it has used some.
+    assert metric_samples(text, "tolk_event_loop_cpu_seconds_total")[0][1] > 0
 
 
 async def test_metrics_name_filter_returns_only_the_named_families(

@@ -764,17 +764,24 @@ def test_each_variant_switches_one_feature_off_on_every_model() -> None:
     assert (bare_short.prompt_example_turns, bare_short.prompt_example_chars) == ("bare", 90)
     assert model.placeholders_told
     assert not off["markup-untold"].placeholders_told
-    assert "compilation_config" not in model.engine.extra_args  # vLLM's default graphs
-    assert model.engine.gather_ms == 0
+    # Shipped: requests gathered every 50 ms, graphs captured up to 2,048-token steps.
+    shipped_graphs = {"max_cudagraph_capture_size": 2048}
+    assert model.engine.extra_args["compilation_config"] == shipped_graphs
+    assert model.engine.gather_ms == 50
+    assert off["gather-off"].engine.gather_ms == 0
     assert off["gather-10"].engine.gather_ms == 10
     assert off["gather-25"].engine == model.engine.model_copy(update={"gather_ms": 25})
     full = off["cudagraph-full"].engine
-    assert full.extra_args["compilation_config"] == {"cudagraph_mode": "FULL"}
+    # Merged into the shipped compilation_config, not replacing it.
+    assert full.extra_args["compilation_config"] == {**shipped_graphs, "cudagraph_mode": "FULL"}
     assert full.model_copy(update={"extra_args": {}}) == model.engine.model_copy(
         update={"extra_args": {}}
     )
-    larger = off["cudagraph-1024"].engine.extra_args["compilation_config"]
-    assert larger == {"max_cudagraph_capture_size": 1024}
+    smaller = off["cudagraph-1024"].engine.extra_args["compilation_config"]
+    assert smaller == {"max_cudagraph_capture_size": 1024}
+    assert off["cudagraph-512"].engine.extra_args["compilation_config"] == {
+        "max_cudagraph_capture_size": 512
+    }
     assert off["gather-50"].engine.gather_ms == 50
     assert off["checks-off"].engine == model.engine
 
@@ -783,9 +790,9 @@ def test_variants_joined_by_plus_make_all_their_changes() -> None:
     from tolk.config import load_config
 
     shipped = load_config(REPO / "configs/gpu-qwen2.5-coder-0.5b.yaml")
-    both = quality_speed.variant("gather-25+cudagraph-2048+examples-1")(shipped).models[0]
+    both = quality_speed.variant("gather-25+cudagraph-1024+examples-1")(shipped).models[0]
     assert both.engine.gather_ms == 25
-    assert both.engine.extra_args["compilation_config"] == {"max_cudagraph_capture_size": 2048}
+    assert both.engine.extra_args["compilation_config"] == {"max_cudagraph_capture_size": 1024}
     assert both.prompt_examples == 1
     assert both.checks == shipped.models[0].checks
     assert quality_speed.known("gather-25+cudagraph-1024")

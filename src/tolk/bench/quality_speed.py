@@ -119,13 +119,16 @@ VARIANTS: dict[str, Variant] = {
     # vLLM's default graphs captured for steps of up to 1,024 tokens, not 512: a larger step
     # (a burst of new prompts) runs with no graph at all, 12-14% of the engine core's time in
     # every server of §26.
+    # (The real-model GPU config ships 2,048 with `gather-50`: docs/benchmarks.md §27.)
     "cudagraph-1024": _compiled({"max_cudagraph_capture_size": 1024}),
     "cudagraph-2048": _compiled({"max_cudagraph_capture_size": 2048}),
+    "cudagraph-512": _compiled({"max_cudagraph_capture_size": 512}),  # vLLM's default here
     # New engine requests handed to vLLM in groups every 10, 25 or 50 ms while more than
-    # engine.gather_above are in flight, so that fewer steps read prompts (tolk.engine.gather).
-    # A group's prompts make one larger step: with 25 ms or more, past 512 tokens at 256
-    # clients, which only a larger cudagraph variant beside it keeps in graphs
-    # (`gather-25+cudagraph-1024`).
+    # engine.gather_above are in flight, so that fewer steps read prompts (tolk.engine.gather);
+    # `gather-off`: each at once, as vLLM's own server does. A group's prompts make one larger
+    # step, which a larger cudagraph variant beside it keeps in graphs
+    # (`gather-50+cudagraph-2048`; `gather-off+cudagraph-512` is vLLM's default throughout).
+    "gather-off": _engine({"gather_ms": 0}),
     "gather-10": _engine({"gather_ms": 10}),
     "gather-25": _engine({"gather_ms": 25}),
     "gather-50": _engine({"gather_ms": 50}),
