@@ -201,3 +201,17 @@ def test_budgets_with_a_real_tokenizer_give_nepali_several_times_the_room() -> N
     to_ne = budgets.ratio(lang("en"), lang("ne"))
     to_de = budgets.ratio(lang("en"), lang("de"))
     assert to_ne > 2 * to_de, budgets.table(["en", "de", "ne"])
+
+
+def test_script_checks_count_letters_only_never_a_scripts_marks_or_numerals() -> None:
+    """Devanagari's vowel signs and Han's ideographic zero belong to their scripts but are no
+    letters: they neither make a romanized output Nepali nor a German one foreign."""
+    from tolk.translation.checks import foreign_letters, outside_target_script
+
+    marks = "\u093e \u093f \u094d \u093e \u093f "  # five vowel signs and viramas, no letter
+    assert outside_target_script("Hello there, friend.", marks + "Karo kuma miliyo", "ne")
+    assert not outside_target_script("Hello there, friend.", "नमस्ते साथी, Karo", "ne")
+    assert foreign_letters("Good.", "Das ist \u3007\u3007\u3007 gut.", "de") == 0
+    assert foreign_letters("Good.", "die 已经有 Type", "de") == 3
+    assert foreign_letters("已经 good.", "die 已经有 Type", "de") == 0  # the source's script
+    assert outside_target_script("\u3007 zero", "zero zero zero zero", "zh")  # (no letter)
