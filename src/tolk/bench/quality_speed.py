@@ -117,9 +117,9 @@ VARIANTS: dict[str, Variant] = {
     # steps twice as fast, and wrong translations (vLLM 0.26, H200), so not shipped.
     "cudagraph-full": _compiled({"cudagraph_mode": "FULL"}),
     # vLLM's default graphs captured for steps of up to 1,024 tokens, not 512: a larger step
-    # (a burst of new prompts) runs with no graph at all, 12-14% of the engine core's time in
-    # every server of §26.
-    # (The real-model GPU config ships 2,048 with `gather-50`: docs/benchmarks.md §27.)
+    # (a burst of new prompts) runs with no graph at all: 12-14% of the engine core's time in
+    # the first passes of §26, 0.2-1.4% of the steps after them (§27). The real-model GPU
+    # config ships 2,048 with `gather-50` (§27).
     "cudagraph-1024": _compiled({"max_cudagraph_capture_size": 1024}),
     "cudagraph-2048": _compiled({"max_cudagraph_capture_size": 2048}),
     "cudagraph-512": _compiled({"max_cudagraph_capture_size": 512}),  # vLLM's default here
