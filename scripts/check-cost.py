@@ -29,7 +29,7 @@ PAIRS = [
     ),
     (
         "The weather is lovely in the mountains today, and we will go hiking tomorrow.",
-        "今天山里天气很好，我们明天早上去远足。 iPhone 15 Pro",
+        "今天山里天气很好，我们明天早上去远足。 iPhone 15 Pro",  # noqa: RUF001 (Chinese commas)
         "zh",
     ),
     (
