@@ -114,12 +114,13 @@ VARIANTS: dict[str, Variant] = {
     # Whole-step CUDA graphs for steps that read prompts too (GPU with FlashAttention 3), not
     # only for steps that only decode: vLLM's default runs the layers between attention calls
     # as graphs there and pays each call on the CPU. Measured in docs/benchmarks.md §26:
-    # steps twice as fast, and wrong translations (vLLM 0.26, H200), so not shipped.
+    # steps twice as fast, and wrong translations (vLLM 0.26, H200), so not shipped. (Merged
+    # into the config's compilation_config: with the shipped 2,048 captures, not §26's 512.)
     "cudagraph-full": _compiled({"cudagraph_mode": "FULL"}),
-    # vLLM's default graphs captured for steps of up to 1,024 tokens, not 512: a larger step
-    # (a burst of new prompts) runs with no graph at all: 12-14% of the engine core's time in
-    # the first passes of §26, 0.2-1.4% of the steps after them (§27). The real-model GPU
-    # config ships 2,048 with `gather-50` (§27).
+    # vLLM's graphs captured for steps of up to 512 (vLLM's default), 1,024 or 2,048 tokens
+    # (the real-model GPU config ships 2,048 with `gather-50`, §27): a larger step (a burst of
+    # new prompts) runs with no graph at all: 12-14% of the engine core's time in the first
+    # passes of §26, 0.1-1.4% of the steps after them (§27).
     "cudagraph-1024": _compiled({"max_cudagraph_capture_size": 1024}),
     "cudagraph-2048": _compiled({"max_cudagraph_capture_size": 2048}),
     "cudagraph-512": _compiled({"max_cudagraph_capture_size": 512}),  # vLLM's default here
@@ -442,7 +443,9 @@ async def timed_pass(
     sampler = PassSampler(url)
     sampler.start()
     started = time.perf_counter()
-    cpu = time.thread_time()  # the clients' loop: this thread
+    # The clients' loop: this thread (the sampler's scrapes run on it too). The server's loop
+    # CPU is read from /metrics before and after, so it also holds those two scrapes.
+    cpu = time.thread_time()
     try:
         records = await run
     finally:

@@ -90,9 +90,9 @@ class ServiceMetrics:
         )
         self.loop_cpu = Counter(
             "tolk_event_loop_cpu_seconds",
-            "CPU seconds the event loop's thread has used (every request's work on the loop: "
-            "HTTP, checks, the engine's outputs); its rate is the loop's busy share of one "
-            "core, 1 where the loop is what limits the server.",
+            "CPU seconds the event loop's thread has used since the server started (every "
+            "request's work on the loop: HTTP, checks, the engine's outputs); its rate is the "
+            "loop's busy share of one core, 1 where the loop is what limits the server.",
             registry=r,
         )
         self.loop_stalls = Counter(
