@@ -215,3 +215,25 @@ async def test_the_heartbeat_counts_the_loop_threads_cpu_not_its_waits() -> None
     await asyncio.gather(watch, return_exceptions=True)
     assert waited < 0.1
     assert 0.29 <= worked < 0.5
+
+
+def test_foreign_letters_names_each_distinct_letter_once_however_long_the_output(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """An output of 200,000 letters in another script than the target's (the random model
+    asked for German from a Chinese wall of text) costs a Unicode lookup per distinct
+    letter, not per letter: the count is done by regex and a Counter."""
+    from tolk.translation import checks
+
+    looked_up: list[str] = []
+    script_word = checks._script_word
+
+    def counting(letter: str) -> str:
+        looked_up.append(letter)
+        return script_word(letter)
+
+    monkeypatch.setattr(checks, "_script_word", counting)
+    output = "漢字かな" * 50_000
+    assert checks.foreign_letters("Plain English.", output, "de") == len(output)
+    assert len(looked_up) <= len(set("PlainEnglish")) + 4
+    assert not checks.outside_target_script("Plain English.", "Deutsch " * 20_000, "de")
