@@ -557,9 +557,10 @@ step_real-quality() {  # issue 36: the product against the raw server, as a user
 }
 
 step_real-quality-short() {  # real-quality's sentences only (200 a pair, no markup, no
-  # profiles): a variant against the shipped server and vLLM's in about 6 minutes
+  # profiles): a variant (the shipped config without gathering unless QUALITY_VARIANTS says)
+  # against the shipped server and vLLM's, in about 6 minutes
   QUALITY_OUT=real-quality-short QUALITY_SENTENCES=200 QUALITY_MARKUP= QUALITY_PROFILE= \
-    QUALITY_VARIANTS=${QUALITY_VARIANTS-gather-25} step_real-quality
+    QUALITY_VARIANTS=${QUALITY_VARIANTS-gather-off} step_real-quality
 }
 
 step_real-quality-no-ne() {  # issue 36: the same without en-ne (where tolk writes Nepali and
