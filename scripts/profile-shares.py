@@ -51,7 +51,8 @@ def shares(path: Path, process: str, thread: str, functions: list[str]) -> dict[
         calls[key] = calls.get(key, 0) + n
     out = {"samples": float(entry.samples)}
     for function in functions:
-        n = calls.get(function, 0) if ">" in function else inclusive.get(function, 0)
+        # A name of its own first: py-spy's names hold ">" too ("f.<locals>.g").
+        n = inclusive[function] if function in inclusive else calls.get(function, 0)
         out[function] = round(100 * n / max(entry.samples, 1), 1)
     return out
 
