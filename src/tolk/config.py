@@ -407,6 +407,14 @@ class ServerSettings(_Strict):
         "files, off the event loop (work that grows with the input); also how many requests "
         "do so at once.",
     )
+    inline_chars: int = Field(
+        2000,
+        ge=0,
+        description="Requests of texts (not files) of at most this many characters, without a "
+        "glossary, are parsed, segmented and put back together on the event loop, bounded "
+        "work cheaper than the preparation threads' hand-offs (docs/benchmarks.md, section "
+        "28); larger ones go to the threads. 0: every request to the threads.",
+    )
     turn_budget_ms: float = Field(
         5.0,
         ge=0,

@@ -8,6 +8,7 @@ scripted per test from the prompt it is given."""
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 from collections.abc import AsyncIterator, Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -369,3 +370,47 @@ async def test_standin_requests_refused_before_the_engine(
     assert refused.value.details["max_model_len"] == engine.max_model_len
     assert script.prompts == []
     assert engine.admission.held == 0
+
+
+async def test_standin_small_requests_are_prepared_on_the_loop_large_ones_in_the_threads(
+    standin_pool: tuple[ModelPool, FakeEngines],
+    standin_script: dict[str, Script],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Up to `inline_chars` characters and no glossary: parsed, planned, put back and
+    rendered on the event loop's thread; more, or with a glossary, in the preparation pool."""
+    import threading
+
+    from tolk.translation import service
+
+    translator = Translator(standin_pool[0], dataclasses.replace(LIMITS, inline_chars=40))
+    where: list[tuple[str, str]] = []  # (step, thread name)
+    plan, rendered = translator._plan, service._rendered
+
+    def planned(*args: Any) -> Any:
+        where.append(("plan", threading.current_thread().name))
+        return plan(*args)
+
+    def rendering(*args: Any) -> Any:
+        where.append(("render", threading.current_thread().name))
+        return rendered(*args)
+
+    monkeypatch.setattr(translator, "_plan", planned)
+    monkeypatch.setattr(service, "_rendered", rendering)
+    loop_thread = threading.current_thread().name
+    try:
+        small = "Good morning."
+        large = "Good morning. " * 3  # 42 characters
+        answers = [
+            await translator.translate([small], _request()),
+            await translator.translate([large], _request()),
+            await translator.translate([small], _request(glossary=GlossaryRequest({"a": "b"}))),
+            await translator.translate([small, small, small, small], _request()),  # 52 in all
+        ]
+    finally:
+        translator.close()
+    assert [a.texts[0].strip() for a in answers] == [GERMAN] * 4
+    on_loop = [name == loop_thread for _, name in where]
+    assert [step for step, _ in where] == ["plan", "render"] * 4
+    assert on_loop == [True, True, False, False, False, False, False, False]
+    assert all(name.startswith("tolk-prepare") for _, name in where[2:])

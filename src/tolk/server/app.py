@@ -124,6 +124,7 @@ def build_translator(
         s.segment_timeout,
         s.max_alternatives,
         prepare_threads=s.prepare_threads,
+        inline_chars=s.inline_chars,
         max_unzipped_bytes=int(s.max_unzipped_bytes),
         turn_budget=s.turn_budget_ms / 1000,
         subtitles_in_context=s.subtitles_in_context,

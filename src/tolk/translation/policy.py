@@ -24,6 +24,7 @@ class Limits:
     segment_seconds: float = 0.0  # added to the deadline per round of segments
     max_alternatives: int = 3
     prepare_threads: int = 2  # tolk.translation.service: the pool for per-request work
+    inline_chars: int = 0  # requests of texts up to this size prepared on the loop instead
     max_unzipped_bytes: int = 64 << 20  # a zipped file's members, inflated, all together
     turn_budget: float = 0.005  # seconds of per-text work a loop pass (tolk.translation.pacing)
     subtitles_in_context: bool = False  # a sentence over several cues one unit

@@ -128,6 +128,28 @@ class Translator:
         call = functools.partial(context.run, fn, *args)
         return await loop.run_in_executor(self._prepare, call)
 
+    def _inline(self, characters: int, request: TranslationRequest) -> bool:
+        """Whether a request of texts is prepared on the event loop: at most
+        `limits.inline_chars` characters and no glossary (whose ids may be looked up in the
+        store's database, and whose entries grow the work)."""
+        glossary = request.glossary
+        return characters <= self.limits.inline_chars and not (
+            glossary.entries or glossary.ids or glossary.do_not_translate
+        )
+
+    async def _prepared(self, inline: bool, fn: Callable[..., T], *args: Any) -> T:
+        """`fn(*args)` here, on the event loop, where `inline`; else in the preparation pool.
+
+        Parsing, planning and putting back a few sentences takes tens of microseconds; the
+        pool's hand-off costs more: each call waits for a worker thread to take the
+        interpreter lock from the loop (up to its 5 ms switch interval while the loop is
+        busy) and then for the loop to run its result, and a request makes three such calls.
+        Only requests of at most `limits.inline_chars` characters are prepared here, so the
+        loop's work for one stays bounded (docs/benchmarks.md, section 28)."""
+        if inline:
+            return fn(*args)
+        return await self.offload(fn, *args)
+
     def close(self) -> None:
         self._prepare.shutdown(wait=False, cancel_futures=True)
 
@@ -184,11 +206,13 @@ class Translator:
 
         async def part(indices: Sequence[int], source: str) -> Translation:
             chosen = [texts[i] for i in indices]
+            characters = sum(len(t) for t in chosen)
             return await self.translate_documents(
                 lambda cut: [parse(fmt, t, cut, rules, in_context) for t in chosen],
-                sum(len(t) for t in chosen),
+                characters,
                 dataclasses.replace(request, source_lang=source),
                 on_segment=on_segment,
+                inline=self._inline(characters, request),
             )
 
         if not is_auto(request.source_lang):
@@ -211,16 +235,21 @@ class Translator:
         *,
         on_segment: OnSegment | None = None,
         sample: str = "",
+        inline: bool = False,
     ) -> Translation:
         """The one path every request takes (texts, markup, files): `documents(cut)` makes
         the documents once the model (and so its tokenizer) is known. Without a source
-        language, it is detected from `sample` (a file's text)."""
+        language, it is detected from `sample` (a file's text). `inline`: the documents are
+        parsed, planned and rendered on the event loop, not in the preparation pool
+        (`_inline`)."""
         # One deadline from here, the preparation included; the allowance per round of
         # segments is added once the segments are known.
         async with deadline_of(request.deadline) as deadline:
-            routed, detections, plan = await self._routed(documents, request, sample)
-            done, engine_seconds = await self._passes(routed, plan, request, deadline, on_segment)
-            rendered = await self.offload(_rendered, plan, done, request.alternatives)
+            routed, detections, plan = await self._routed(documents, request, sample, inline)
+            done, engine_seconds = await self._passes(
+                routed, plan, request, deadline, on_segment, inline
+            )
+            rendered = await self._prepared(inline, _rendered, plan, done, request.alternatives)
         return _translation(routed, request, done, rendered, characters, engine_seconds, detections)
 
     async def _routed(
@@ -228,6 +257,7 @@ class Translator:
         documents: Callable[[Splitter], Sequence[Document]],
         request: TranslationRequest,
         sample: str,
+        inline: bool,
     ) -> tuple[Routed, tuple[Detection, ...], DocumentPlan]:
         """The request's source language (detected from `sample` if it names none), its
         engine, its glossary and instructions, and its documents' plan."""
@@ -245,8 +275,8 @@ class Translator:
             await asyncio.to_thread(self._check_memory, request.translation_memory, source)
         told = instructions_for(engine, target, request.instructions)
         cut = self._splitter(engine, request.split, source)
-        plan, resolved = await self.offload(
-            self._plan, documents, cut, request.glossary, source, target, engine
+        plan, resolved = await self._prepared(
+            inline, self._plan, documents, cut, request.glossary, source, target, engine
         )
         return Routed(engine, source, target, resolved, told), detections, plan
 
@@ -257,6 +287,7 @@ class Translator:
         request: TranslationRequest,
         deadline: Deadline,
         on_segment: OnSegment | None,
+        inline: bool,
     ) -> tuple[dict[str, Done], float]:
         """Every segment of the plan translated, pass by pass, and the seconds spent on the
         engine. Admission is decided for the whole request before any per-segment work."""
@@ -282,7 +313,7 @@ class Translator:
                 while pending:
                     progress.planned = max(progress.planned, len(done) + len(pending))
                     done |= await SegmentRun(self, routed, request, flow).translate(pending)
-                    pending = await self.offload(plan.restore, done)
+                    pending = await self._prepared(inline, plan.restore, done)
             finally:
                 flow.close()
         return done, time.monotonic() - started
