@@ -62,5 +62,9 @@ async def test_requests_arriving_while_the_engine_is_busy_reach_vllm_with_their_
         }
         assert counted["tolk_engine_gathered_requests"][0] == ({"model": "salad"}, 3.0)
         assert counted["tolk_engine_gather_groups"][0] == ({"model": "salad"}, 1.0)
+        # The three waited the group's 200 ms each, from their arrival to its release.
+        ((labels, waited),) = counted["tolk_engine_gather_wait_seconds"]
+        assert labels == {"model": "salad"}
+        assert 3 * 0.19 <= waited < 3 * 5.0
     finally:
         engine.shutdown()

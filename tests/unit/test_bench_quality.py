@@ -551,6 +551,15 @@ async def standin() -> AsyncIterator[tuple[str, list[dict[str, Any]]]]:
             "# TYPE tolk_event_loop_stall_seconds histogram\n"
             f"tolk_event_loop_stall_seconds_count {10 * served}\n"
             f"tolk_event_loop_stall_seconds_sum {0.001 * served}\n"
+            # 50 ms in the engine a request, 10 ms waiting for its group before; two HTTP
+            # requests in the server whenever sampled.
+            "# TYPE vllm:e2e_request_latency_seconds histogram\n"
+            f'vllm:e2e_request_latency_seconds_count{{engine="0"}} {served}\n'
+            f'vllm:e2e_request_latency_seconds_sum{{engine="0"}} {0.05 * served}\n'
+            "# TYPE tolk_engine_gather_wait_seconds counter\n"
+            f'tolk_engine_gather_wait_seconds_total{{model="standin"}} {0.01 * served}\n'
+            "# TYPE tolk_requests_in_flight gauge\n"
+            "tolk_requests_in_flight 2.0\n"
         )
         return web.Response(text=text, content_type="text/plain")
 
@@ -699,6 +708,18 @@ async def test_rounds_alternate_and_every_pass_is_timed_with_the_ratio_first(
     assert loop["loop_ms_per_request"] == pytest.approx(2.0)
     assert loop["loop_busy"] == pytest.approx(0.016 / rows[("tolk", "sentences")]["wall_s"])
     assert "| 2.00 | 0.1 |" in md  # loop ms a request, loop lag ms
+    # Where a request's time went: the clients' latencies, the server's two in flight over
+    # the wall time, the group's 10 ms and the engine's 50 ms, per request answered.
+    sentence_passes = [p for p in passes if p["system"] == "tolk" and p["phase"] == "sentences"]
+    assert all(p["server_in_flight_mean"] == 2.0 for p in sentence_passes)
+    times, wall = tolk["time_ms"], tolk["wall_s"]
+    assert times["latency"] == pytest.approx(
+        1000 * sum(p["clients_mean"] * p["wall_s"] for p in sentence_passes) / 8
+    )
+    assert times["in_server"] == pytest.approx(1000 * 2.0 * wall / 8)
+    assert times["gathering"] == pytest.approx(10.0)
+    assert times["in_engine"] == pytest.approx(50.0)
+    assert f"| {times['in_server']:.0f} | 10 | 50 |" in md
 
 
 def test_variants_run_as_blocks_each_alternating_with_one_baseline() -> None:
@@ -784,6 +805,12 @@ def test_each_variant_switches_one_feature_off_on_every_model() -> None:
     }
     assert off["gather-50"].engine.gather_ms == 50
     assert off["checks-off"].engine == model.engine
+    # The server's: small requests prepared on the loop, or none (every model unchanged).
+    assert shipped.server.inline_chars == 2000
+    inline_off = quality_speed.VARIANTS["inline-off"](shipped)
+    assert inline_off.server.inline_chars == 0
+    assert inline_off.server.model_copy(update={"inline_chars": 2000}) == shipped.server
+    assert off["inline-off"] == model
 
 
 def test_variants_joined_by_plus_make_all_their_changes() -> None:

@@ -35,9 +35,15 @@ async def test_requests_arriving_while_busy_go_together_after_the_first_ones_int
     assert len(released) == 4
     assert {group for group, _ in released} == {1}  # one release for all four
     assert min(when for _, when in released) - start >= 0.05
+    # Each waited from its arrival to the release: together at least the interval apiece,
+    # and no more than the time the group took.
+    first_wait = gather.waited
+    # (asyncio may fire a timer up to its clock resolution early: a millisecond spared)
+    assert 4 * 0.049 <= first_wait <= 4 * (max(when for _, when in released) - start)
     # The next busy arrival starts a group of its own.
     await asyncio.create_task(request())
     assert (gather.groups, gather.gathered) == (2, 5)
+    assert gather.waited - first_wait >= 0.049
 
 
 async def test_a_request_cancelled_while_it_waits_leaves_its_group_without_it() -> None:
@@ -49,3 +55,4 @@ async def test_a_request_cancelled_while_it_waits_leaves_its_group_without_it() 
     await kept  # released with the group, the cancelled one skipped
     assert gone.cancelled()
     assert gather.groups == 1
+    assert 0.049 <= gather.waited < 0.1  # the one released: the cancelled one is not counted

@@ -78,6 +78,13 @@ def _compiled(update: Mapping[str, Any]) -> Variant:
     return _each(change)
 
 
+def _server(update: Mapping[str, Any]) -> Variant:
+    def change(config: TolkConfig) -> TolkConfig:
+        return config.model_copy(update={"server": config.server.model_copy(update=dict(update))})
+
+    return change
+
+
 # The features a variant switches off, every model of the config alike.
 VARIANTS: dict[str, Variant] = {
     "examples-off": _examples(0),  # no human translations shown before the text
@@ -133,6 +140,9 @@ VARIANTS: dict[str, Variant] = {
     "gather-10": _engine({"gather_ms": 10}),
     "gather-25": _engine({"gather_ms": 25}),
     "gather-50": _engine({"gather_ms": 50}),
+    # Every request's texts parsed, planned and put back in the preparation threads, however
+    # small (`server.inline_chars: 0`): three hand-offs to a thread and back a request.
+    "inline-off": _server({"inline_chars": 0}),
 }
 
 
@@ -205,6 +215,7 @@ class PassSampler:
     gpu: list[float] = field(default_factory=list)
     running: list[float] = field(default_factory=list)
     waiting: list[float] = field(default_factory=list)
+    in_flight: list[float] = field(default_factory=list)  # the server's HTTP requests (tolk)
     read: Callable[[], str] | None = None
     _task: asyncio.Task[None] | None = None
 
@@ -214,7 +225,7 @@ class PassSampler:
         assert client is not None
         # tolk answers only the names asked for; vLLM's server ignores the query and sends
         # everything: either way the same gauges are read.
-        async with client.get("/metrics", params=TIMELINE_QUERY) as response:
+        async with client.get("/metrics", params=SAMPLED_QUERY) as response:
             return await response.text()
 
     async def _run(self) -> None:
@@ -235,6 +246,8 @@ class PassSampler:
                     if "vllm:num_requests_running" in snap.counts:
                         self.running.append(snap.get("vllm:num_requests_running"))
                         self.waiting.append(snap.get("vllm:num_requests_waiting"))
+                    if IN_FLIGHT in snap.counts:
+                        self.in_flight.append(snap.get(IN_FLIGHT))
                 except (aiohttp.ClientError, TimeoutError, ValueError):
                     pass  # a missed sample is a gap, not a failed benchmark
                 await asyncio.sleep(self.interval)
@@ -273,6 +286,9 @@ ENGINE_COUNTERS = {
     "decode_count": ("vllm:request_decode_time_seconds_count", None),
     "itl_sum": ("vllm:inter_token_latency_seconds_sum", None),
     "itl_count": ("vllm:inter_token_latency_seconds_count", None),
+    # From its arrival in vLLM's front end to its last token: its whole time in the engine.
+    "e2e_sum": ("vllm:e2e_request_latency_seconds_sum", None),
+    "e2e_count": ("vllm:e2e_request_latency_seconds_count", None),
 }
 # tolk's event loop, where the server publishes it (tolk, not vLLM's server): the CPU its
 # thread used, and how late its 10 ms heartbeat woke (the wait of any work queued on it).
@@ -281,6 +297,13 @@ LOOP_COUNTERS = {
     "lag_sum": "tolk_event_loop_stall_seconds_sum",
     "lag_count": "tolk_event_loop_stall_seconds_count",
 }
+# And where its engine gathers new requests (engine.gather_ms): how long they waited for
+# their group, all together.
+GATHER_COUNTERS = {"gather_wait": "tolk_engine_gather_wait_seconds_total"}
+# Sampled beside the engine's gauges where the server publishes it (tolk): the HTTP requests
+# it holds, so that Little's law gives a request's mean time inside the server.
+IN_FLIGHT = "tolk_requests_in_flight"
+SAMPLED_QUERY = [*TIMELINE_QUERY, ("name[]", IN_FLIGHT)]
 # The steps by the tokens they carried (vLLM's histogram; its bounds differ by release):
 # a step past the largest CUDA-graph size runs without the graph.
 STEP_TOKENS = "vllm:iteration_tokens_total"
@@ -307,6 +330,8 @@ def counters_of(snap: Snapshot) -> dict[str, float] | None:
     counters = {key: snap.get(name, le) for key, (name, le) in ENGINE_COUNTERS.items()}
     if LOOP_COUNTERS["loop_cpu"] in snap.counts:
         counters |= {key: snap.get(name) for key, name in LOOP_COUNTERS.items()}
+    if GATHER_COUNTERS["gather_wait"] in snap.counts:
+        counters |= {key: snap.get(name) for key, name in GATHER_COUNTERS.items()}
     for _, le, count in snap.buckets(STEP_TOKENS):
         counters[f"steps_le:{le}"] = count
     return counters
@@ -338,7 +363,13 @@ def engine_figures(
         "preemptions": d["preemptions"],
         **{f"{what}_ms": _per(d, what) for what in ("tpot", "queue", "prefill", "decode", "itl")},
         "steps_by_tokens": _steps_by_tokens(before, after),
+        "e2e_s": d["e2e_sum"],
         **_loop(before, after),
+        **(
+            {"gather_wait_s": after["gather_wait"] - before["gather_wait"]}
+            if "gather_wait" in before and "gather_wait" in after
+            else {}
+        ),
     }
 
 
@@ -427,6 +458,7 @@ def pass_figures(
         "running_mean": _mean(sampler.running),
         "waiting_mean": _mean(sampler.waiting),
         "waiting_max": max(sampler.waiting) if sampler.waiting else None,
+        "server_in_flight_mean": _mean(sampler.in_flight),
         "samples": max(len(sampler.gpu), len(sampler.running)),
         "engine": dict(engine) if engine is not None else None,
         "client_busy": client_cpu_s / wall_s if client_cpu_s is not None and wall_s > 0 else None,
@@ -500,7 +532,40 @@ def _system_row(system: str, passes: Sequence[Mapping[str, Any]]) -> dict[str, A
         "waiting_mean": mean_of("waiting_mean"),
         "client_busy": mean_of("client_busy"),
         "engine": _engine_row(passes),
+        "time_ms": _time_row(passes),
     }
+
+
+def _time_row(passes: Sequence[Mapping[str, Any]]) -> dict[str, float | None]:
+    """Where a request's time went, in ms, means over the passes' answered requests: its
+    latency as the clients saw it; inside the server (tolk's HTTP requests in flight over the
+    wall time, by Little's law); waiting for its engine requests' group (engine.gather_ms);
+    and in the engine (vLLM's own time for each of its engine requests, retries included).
+    None where the server publishes no such figure."""
+    answered: int = sum(p["requests"] - p["errors"] for p in passes)
+
+    def per_request(values: list[float | None]) -> float | None:
+        known = [float(v) for v in values if v is not None]
+        if not answered or not values or len(known) < len(values):
+            return None
+        return 1000 * sum(known) / answered
+
+    def engine_key(key: str) -> list[float | None]:
+        return [(p.get("engine") or {}).get(key) for p in passes]
+
+    return {
+        "latency": per_request(
+            [p["clients_mean"] * p["wall_s"] if p.get("clients_mean") is not None else None
+             for p in passes]
+        ),
+        "in_server": per_request(
+            [p["server_in_flight_mean"] * p["wall_s"]
+             if p.get("server_in_flight_mean") is not None else None
+             for p in passes]
+        ),
+        "gathering": per_request(engine_key("gather_wait_s")),
+        "in_engine": per_request(engine_key("e2e_s")),
+    }  # fmt: skip
 
 
 def _engine_row(passes: Sequence[Mapping[str, Any]]) -> dict[str, float | None] | None:
@@ -606,7 +671,8 @@ SPEED_COLUMNS = (
     "req/s all clients busy", "req/s per round", "output tok/s", "clients busy",
     "client loop busy %", "GPU busy %", "running", "waiting", "engine steps", "ms a step",
     "tokens made a step", "TPOT ms", "engine requests", "prefix hit %", "loop busy %",
-    "loop ms a request", "loop lag ms",
+    "loop ms a request", "loop lag ms", "latency ms", "in server ms", "gathering ms",
+    "in engine ms",
 )  # fmt: skip
 
 
@@ -636,6 +702,8 @@ def rows(speed: Mapping[str, Any]) -> list[list[str]]:
             _num(s["gpu_util_mean"], 0),
             _num(s["running_mean"]), _num(s["waiting_mean"]),
             *_engine_cells(s.get("engine")),
+            *(_num((s.get("time_ms") or {}).get(key), 0)
+              for key in ("latency", "in_server", "gathering", "in_engine")),
         ]
         for s in speed["systems"]
     ]  # fmt: skip

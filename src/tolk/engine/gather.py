@@ -28,10 +28,11 @@ class Gather:
     def __init__(self, interval: float, above: int) -> None:
         self.interval = interval
         self.above = above
-        self._waiting: list[asyncio.Future[None]] = []
+        self._waiting: list[tuple[asyncio.Future[None], float]] = []  # and when it came
         self._timer: asyncio.TimerHandle | None = None
         self.gathered = 0  # requests that waited for their group, since the start
         self.groups = 0  # groups released
+        self.waited = 0.0  # seconds the released requests waited, all together
 
     async def wait(self, in_flight: int) -> None:
         """Return when this request may go to the engine: at once where gathering is off or
@@ -40,7 +41,7 @@ class Gather:
             return
         loop = asyncio.get_running_loop()
         future: asyncio.Future[None] = loop.create_future()
-        self._waiting.append(future)
+        self._waiting.append((future, loop.time()))
         if self._timer is None:
             self._timer = loop.call_later(self.interval, self._release)
         self.gathered += 1
@@ -50,6 +51,8 @@ class Gather:
         self._timer = None
         waiting, self._waiting = self._waiting, []
         self.groups += 1
-        for future in waiting:
+        now = asyncio.get_running_loop().time()
+        for future, came in waiting:
             if not future.done():  # cancelled while it waited
                 future.set_result(None)
+                self.waited += now - came

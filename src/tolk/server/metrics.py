@@ -199,8 +199,8 @@ class ServiceMetrics:
 class EngineStates(Collector):
     """tolk_engine_up, tolk_engine_state and tolk_engine_restarts_total, read from the
     engines when scraped (so they can never lag behind what the engines say); where an
-    engine gathers new requests (engine.gather_ms), tolk_engine_gathered_requests_total and
-    tolk_engine_gather_groups_total."""
+    engine gathers new requests (engine.gather_ms), tolk_engine_gathered_requests_total,
+    tolk_engine_gather_groups_total and tolk_engine_gather_wait_seconds_total."""
 
     def __init__(self) -> None:
         self.engines: Sequence[ModelEngine] = ()  # set once the engines have started
@@ -231,6 +231,13 @@ class EngineStates(Collector):
             "Groups of engine requests handed to vLLM together (engine.gather_ms).",
             labels=["model"],
         )
+        waited = CounterMetricFamily(
+            "tolk_engine_gather_wait_seconds",
+            "Seconds engine requests waited for their group before reaching vLLM, all "
+            "together (engine.gather_ms): over tolk_engine_gathered_requests_total, the mean "
+            "wait.",
+            labels=["model"],
+        )
         for engine in self.engines:
             now = engine.state
             up.add_metric([engine.name], 1.0 if now == "ready" else 0.0)
@@ -241,7 +248,8 @@ class EngineStates(Collector):
             if engine.gather.interval > 0:
                 gathered.add_metric([engine.name], engine.gather.gathered)
                 groups.add_metric([engine.name], engine.gather.groups)
-        yield from (up, states, restarts, gathered, groups)
+                waited.add_metric([engine.name], engine.gather.waited)
+        yield from (up, states, restarts, gathered, groups, waited)
 
 
 class PairStates(Collector):
