@@ -122,3 +122,44 @@ def test_a_cancelled_waiter_gives_up_its_turn() -> None:
     ran, waiting = asyncio.run(scenario())
     assert ran == [0, 2, 4]
     assert waiting == 0
+
+
+def test_a_turn_is_taken_at_once_where_the_pass_has_room_and_nobody_waits() -> None:
+    """No waiting for the next pass where nothing would be gained: this pass has room left
+    (fewer pieces than it grants) and nobody asked before. Past the room, or behind a
+    waiter, turns wait as before, in order."""
+
+    def at_once(pacer: Pacer) -> bool:
+        turn = pacer.turn()
+        try:
+            turn.send(None)
+        except StopIteration:
+            return True  # finished without suspending
+        turn.close()  # suspended: its turn would have waited for a pass
+        return False
+
+    async def scenario() -> tuple[list[bool], list[bool], list[int]]:
+        one = Pacer()  # one piece a pass
+        first = [at_once(one), at_once(one)]
+        await asyncio.sleep(0)  # a pass later: room again
+        await asyncio.sleep(0)
+        first.append(at_once(one))
+        budgeted = Pacer(0.004)
+        budgeted.piece = 0.001  # four pieces a pass
+        four = [at_once(budgeted) for _ in range(5)]
+        # Behind a waiter, never at once: the order of turns is kept.
+        ran: list[int] = []
+
+        async def piece(i: int) -> None:
+            await one.turn()
+            ran.append(i)
+
+        await asyncio.sleep(0)
+        await asyncio.sleep(0)
+        await asyncio.gather(*(piece(i) for i in range(4)))
+        return first, four, ran
+
+    first, four, ran = asyncio.run(scenario())
+    assert first == [True, False, True]
+    assert four == [True, True, True, True, False]
+    assert ran == [0, 1, 2, 3]
