@@ -49,6 +49,25 @@ async def test_run_all_cancels_the_rest_on_first_failure() -> None:
     assert cancelled.is_set()
 
 
+async def test_run_all_awaits_one_alone_in_the_callers_task() -> None:
+    """No task of its own for one (two passes of the loop saved), and its failure raised as
+    it is; several run as tasks."""
+    caller = asyncio.current_task()
+
+    async def where() -> asyncio.Task[object] | None:
+        return asyncio.current_task()
+
+    async def fail() -> int:
+        raise KeyError("boom")
+
+    assert await run_all([where()]) == [caller]
+    tasks = await run_all([where(), where()])
+    assert caller not in tasks
+    assert len(set(tasks)) == 2
+    with pytest.raises(KeyError, match="boom"):
+        await run_all([fail()])
+
+
 def test_each_segments_prompt_carries_exactly_its_glossary_terms(texts: TextMaker) -> None:
     from tolk.budget import Budgets, counting
     from tolk.config import ModelSettings
