@@ -5,7 +5,9 @@ plain text, markdown and HTML of growing size, with the shipped real-model confi
 (configs/gpu-qwen2.5-coder-0.5b.yaml, its real tokenizer) over the stand-in engine
 (tolk.testing.fake_engine: what is timed is tolk's own work, not the engine's). FLORES
 sentences as `tolk bench quality` uses them, its markup units joined to the sizes named.
-Milliseconds a request, best of 5 passes; docs/benchmarks.md section 28.
+Then hostile texts of 1,000 characters (the default `server.inline_chars`): markup that
+makes the parsers work hardest per character. Milliseconds a request, best of 5 passes;
+docs/benchmarks.md section 28.
 
     .venv/bin/python scripts/prepare-cost.py
 """
@@ -35,6 +37,16 @@ DATA = ROOT.parent / "shared/quality/flores101/eng.txt"
 SIZES = (150, 500, 1000, 2000, 4000)
 PASSES = 5
 REQUESTS = 20  # a pass: this many requests of each kind and size
+HOSTILE = {  # 1,000 characters each
+    "text: line breaks": ("text", "x\n" * 500),
+    "text: one word": ("text", "x" * 1000),
+    "markdown: emphasis": ("markdown", "*a " * 333 + "a"),
+    "markdown: nested lists": ("markdown", "- a\n  " * 166 + "a" * 4),
+    "markdown: links": ("markdown", "[a](b) " * 142 + "aaaaaa"),
+    "html: nested <b>": ("html", "<b>" * 333 + "a"),
+    "html: unclosed <a": ("html", "<a " * 333 + "a"),
+    "html: links": ("html", '<a href="u">a</a> ' * 55 + "a" * 10),
+}
 
 
 def texts_of(kind: str, pieces: list[str], size: int, start: int) -> str:
@@ -58,10 +70,14 @@ async def measure() -> dict[tuple[str, int], float]:
     prepared = translator._prepared
 
     async def timed(inline: bool, fn: Callable[..., Any], *args: Any) -> Any:
-        started = time.perf_counter()
-        result = await prepared(inline, fn, *args)
-        spent.append(time.perf_counter() - started)
-        return result
+        def work(*given: Any) -> Any:  # the work alone, not a wait for its turn
+            started = time.perf_counter()
+            try:
+                return fn(*given)
+            finally:
+                spent.append(time.perf_counter() - started)
+
+        return await prepared(inline, work, *args)
 
     translator._prepared = timed  # type: ignore[method-assign]
     english = read_lines(DATA)
@@ -88,6 +104,18 @@ async def measure() -> dict[tuple[str, int], float]:
                         await translator.translate([text], request)
                     ms = 1000 * sum(spent) / REQUESTS
                     best[(kind, size)] = min(ms, best.get((kind, size), ms))
+            for name, (kind, text) in HOSTILE.items():
+                spent.clear()
+                request = TranslationRequest(
+                    target_lang="de",
+                    source_lang="en",
+                    deadline=600,
+                    format=kind,  # type: ignore[arg-type]
+                )
+                for _ in range(REQUESTS):
+                    await translator.translate([text], request)
+                ms = 1000 * sum(spent) / REQUESTS
+                best[(name, len(text))] = min(ms, best.get((name, len(text)), ms))
             sys.stderr.write(f"pass {n + 1}/{PASSES}\n")
     finally:
         translator.close()
@@ -103,9 +131,10 @@ def main() -> None:
     for size in SIZES:
         out.append(f"{size:>6} " + " ".join(f"{best[(k, size)]:9.3f}" for k in kinds))
     per = {k: statistics.mean(1000 * best[(k, s)] / s for s in SIZES[2:]) for k in kinds}
-    out.append(
-        f"ms per 1,000 characters (1,000 and up): { {k: round(v, 3) for k, v in per.items()} }"
-    )
+    rounded = {k: round(v, 3) for k, v in per.items()}
+    out.append(f"ms per 1,000 characters (1,000 and up): {rounded}")
+    for name, (_, text) in HOSTILE.items():
+        out.append(f"{name:>24} ({len(text)} characters): {best[(name, len(text))]:.3f}")
     sys.stdout.write("\n".join(out) + "\n")
 
 

@@ -408,7 +408,7 @@ class ServerSettings(_Strict):
         "do so at once.",
     )
     inline_chars: int = Field(
-        2000,
+        1000,
         ge=0,
         description="Requests of texts (not files) of at most this many characters, without a "
         "glossary, are parsed, segmented and put back together on the event loop, bounded "

@@ -406,11 +406,13 @@ async def test_standin_small_requests_are_prepared_on_the_loop_large_ones_in_the
             await translator.translate([large], _request()),
             await translator.translate([small], _request(glossary=GlossaryRequest({"a": "b"}))),
             await translator.translate([small, small, small, small], _request()),  # 52 in all
+            # One of several translations of a request run side by side (DeepL Write's).
+            await translator.translate([small], _request(), alone=False),
         ]
     finally:
         translator.close()
-    assert [a.texts[0].strip() for a in answers] == [GERMAN] * 4
+    assert [a.texts[0].strip() for a in answers] == [GERMAN] * 5
     on_loop = [name == loop_thread for _, name in where]
-    assert [step for step, _ in where] == ["plan", "render"] * 4
-    assert on_loop == [True, True, False, False, False, False, False, False]
+    assert [step for step, _ in where] == ["plan", "render"] * 5
+    assert on_loop == [True, True] + [False] * 8
     assert all(name.startswith("tolk-prepare") for _, name in where[2:])

@@ -552,14 +552,14 @@ async def standin() -> AsyncIterator[tuple[str, list[dict[str, Any]]]]:
             f"tolk_event_loop_stall_seconds_count {10 * served}\n"
             f"tolk_event_loop_stall_seconds_sum {0.001 * served}\n"
             # 50 ms in the engine a request, 10 ms waiting for its group before; two HTTP
-            # requests in the server whenever sampled.
+            # requests in the server whenever sampled, and the scrape itself.
             "# TYPE vllm:e2e_request_latency_seconds histogram\n"
             f'vllm:e2e_request_latency_seconds_count{{engine="0"}} {served}\n'
             f'vllm:e2e_request_latency_seconds_sum{{engine="0"}} {0.05 * served}\n'
             "# TYPE tolk_engine_gather_wait_seconds counter\n"
             f'tolk_engine_gather_wait_seconds_total{{model="standin"}} {0.01 * served}\n'
             "# TYPE tolk_requests_in_flight gauge\n"
-            "tolk_requests_in_flight 2.0\n"
+            "tolk_requests_in_flight 3.0\n"
         )
         return web.Response(text=text, content_type="text/plain")
 
@@ -806,10 +806,10 @@ def test_each_variant_switches_one_feature_off_on_every_model() -> None:
     assert off["gather-50"].engine.gather_ms == 50
     assert off["checks-off"].engine == model.engine
     # The server's: small requests prepared on the loop, or none (every model unchanged).
-    assert shipped.server.inline_chars == 2000
+    assert shipped.server.inline_chars == 1000
     inline_off = quality_speed.VARIANTS["inline-off"](shipped)
     assert inline_off.server.inline_chars == 0
-    assert inline_off.server.model_copy(update={"inline_chars": 2000}) == shipped.server
+    assert inline_off.server.model_copy(update={"inline_chars": 1000}) == shipped.server
     assert off["inline-off"] == model
 
 

@@ -108,3 +108,22 @@ async def test_failures_and_outside_cancellation_pass_through() -> None:
     task.cancel()
     with pytest.raises(asyncio.CancelledError):
         await task
+
+
+async def test_work_whose_cleanup_fails_when_stopped_is_answered_as_stopped() -> None:
+    """The client leaves; the work's cleanup raises another error instead of the
+    cancellation: still ClientDisconnected, and the handler's task not left cancelling."""
+    lifecycle, client = Lifecycle(grace=5), Client()
+
+    async def work() -> None:
+        try:
+            await asyncio.Event().wait()
+        finally:
+            raise KeyError("cleanup failed")
+
+    asyncio.get_running_loop().call_later(0.01, client.leave)
+    with pytest.raises(ClientDisconnected):
+        await lifecycle.guard(client.request, work())
+    handler = asyncio.current_task()
+    assert handler is not None
+    assert handler.cancelling() == 0

@@ -124,42 +124,63 @@ def test_a_cancelled_waiter_gives_up_its_turn() -> None:
     assert waiting == 0
 
 
-def test_a_turn_is_taken_at_once_where_the_pass_has_room_and_nobody_waits() -> None:
-    """No waiting for the next pass where nothing would be gained: this pass has room left
-    (fewer pieces than it grants) and nobody asked before. Past the room, or behind a
-    waiter, turns wait as before, in order."""
+def test_a_turn_is_taken_at_once_where_there_is_room_and_nobody_waits() -> None:
+    """No waiting for the next pass where nothing would be gained: half a pass's grant is
+    taken at once while nobody waits. Past that, or without a budget, turns wait as before."""
 
-    def at_once(pacer: Pacer) -> bool:
-        turn = pacer.turn()
-        try:
-            turn.send(None)
-        except StopIteration:
-            return True  # finished without suspending
-        turn.close()  # suspended: its turn would have waited for a pass
-        return False
+    async def scenario(pacer: Pacer, asked: int) -> list[int]:
+        loop = asyncio.get_running_loop()
+        passes = [0]
+        done = False
 
-    async def scenario() -> tuple[list[bool], list[bool], list[int]]:
-        one = Pacer()  # one piece a pass
-        first = [at_once(one), at_once(one)]
-        await asyncio.sleep(0)  # a pass later: room again
+        def tick() -> None:  # runs once a pass: rescheduled from itself
+            passes[0] += 1
+            if not done:
+                loop.call_soon(tick)
+
+        async def piece() -> int:
+            before = passes[0]
+            await pacer.turn()
+            return passes[0] - before  # the passes it waited
+
+        loop.call_soon(tick)
         await asyncio.sleep(0)
-        first.append(at_once(one))
-        budgeted = Pacer(0.004)
-        budgeted.piece = 0.001  # four pieces a pass
-        four = [at_once(budgeted) for _ in range(5)]
-        # Behind a waiter, never at once: the order of turns is kept.
+        waited = await asyncio.gather(*(piece() for _ in range(asked)))
+        done = True
+        return list(waited)
+
+    budgeted = Pacer(0.004)
+    budgeted.piece = 0.001  # four pieces a pass: two at once
+    first = asyncio.run(scenario(budgeted, 3))
+    assert first[:2] == [0, 0]
+    assert first[2] >= 1
+    one_a_pass = asyncio.run(scenario(Pacer(), 2))  # none at once
+    assert 1 <= one_a_pass[0] < one_a_pass[1]
+    unmeasured = Pacer(0.004)  # no piece's cost known yet: none at once
+    assert asyncio.run(scenario(unmeasured, 1))[0] >= 1
+
+
+def test_turns_run_in_the_order_asked_taken_at_once_or_granted() -> None:
+    """Pieces asking at staggered passes, some at once and some granted: never one asked
+    later before one asked earlier (a turn asked just after a grant waits for the pieces
+    granted)."""
+
+    async def scenario() -> tuple[list[int], list[int]]:
+        pacer = Pacer(0.004)
+        pacer.piece = 0.001
+        asked: list[int] = []
         ran: list[int] = []
 
         async def piece(i: int) -> None:
-            await one.turn()
+            for _ in range(i % 7):
+                await asyncio.sleep(0)
+            asked.append(i)
+            await pacer.turn()
             ran.append(i)
 
-        await asyncio.sleep(0)
-        await asyncio.sleep(0)
-        await asyncio.gather(*(piece(i) for i in range(4)))
-        return first, four, ran
+        await asyncio.gather(*(piece(i) for i in range(60)))
+        return asked, ran
 
-    first, four, ran = asyncio.run(scenario())
-    assert first == [True, False, True]
-    assert four == [True, True, True, True, False]
-    assert ran == [0, 1, 2, 3]
+    asked, ran = asyncio.run(scenario())
+    assert ran == asked
+    assert sorted(ran) == list(range(60))

@@ -246,8 +246,8 @@ class PassSampler:
                     if "vllm:num_requests_running" in snap.counts:
                         self.running.append(snap.get("vllm:num_requests_running"))
                         self.waiting.append(snap.get("vllm:num_requests_waiting"))
-                    if IN_FLIGHT in snap.counts:
-                        self.in_flight.append(snap.get(IN_FLIGHT))
+                    if IN_FLIGHT in snap.counts:  # less this scrape, in flight as it is read
+                        self.in_flight.append(max(0.0, snap.get(IN_FLIGHT) - 1))
                 except (aiohttp.ClientError, TimeoutError, ValueError):
                     pass  # a missed sample is a gap, not a failed benchmark
                 await asyncio.sleep(self.interval)
@@ -363,7 +363,7 @@ def engine_figures(
         "preemptions": d["preemptions"],
         **{f"{what}_ms": _per(d, what) for what in ("tpot", "queue", "prefill", "decode", "itl")},
         "steps_by_tokens": _steps_by_tokens(before, after),
-        "e2e_s": d["e2e_sum"],
+        "e2e_s": d["e2e_sum"] if d["e2e_count"] else None,
         **_loop(before, after),
         **(
             {"gather_wait_s": after["gather_wait"] - before["gather_wait"]}
@@ -540,8 +540,9 @@ def _time_row(passes: Sequence[Mapping[str, Any]]) -> dict[str, float | None]:
     """Where a request's time went, in ms, means over the passes' answered requests: its
     latency as the clients saw it; inside the server (tolk's HTTP requests in flight over the
     wall time, by Little's law); waiting for its engine requests' group (engine.gather_ms);
-    and in the engine (vLLM's own time for each of its engine requests, retries included).
-    None where the server publishes no such figure."""
+    and in the engine (vLLM's own time for each of its engine requests, retries included,
+    summed: a request whose engine requests run side by side, a markup unit's, has more of it
+    than its latency). None where the server publishes no such figure."""
     answered: int = sum(p["requests"] - p["errors"] for p in passes)
 
     def per_request(values: list[float | None]) -> float | None:

@@ -238,7 +238,9 @@ class Gateway:
         side by side under one deadline: if one fails, the others are cancelled (run_all)."""
 
         def work() -> Coroutine[Any, Any, list[Translation]]:
-            return run_all([self._translator.translate(texts, asked) for texts, asked in groups])
+            alone = len(groups) == 1
+            translate = self._translator.translate
+            return run_all([translate(texts, asked, alone=alone) for texts, asked in groups])
 
         characters = sum(len(t) for texts, _ in groups for t in texts)
         results = await self._admitted(request, caller, characters, work)

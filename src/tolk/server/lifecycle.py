@@ -103,9 +103,11 @@ class Lifecycle:
         self._stops.add(stop)
         try:
             result = await work
-        except asyncio.CancelledError:
+        except (Exception, asyncio.CancelledError):
             if not why:
-                raise  # cancelled from outside: not this guard's to answer
+                raise  # failed, or cancelled from outside: not this guard's to answer
+            # Stopped here: the cancellation, or what the work's cleanup made of it (a task
+            # group's error, a cleanup that failed), is answered as the stop.
             task.uncancel()
             raise self._stopped(why[0]) from None
         finally:

@@ -23,12 +23,16 @@ one pass run back to back right after the pass that granted them, so how long th
 measured exactly (from the first one's start to the next grant), and the number granted next
 follows that measured cost: budget / a piece's running mean, at least one.
 
-A turn asked for while nobody waits and this pass has room left (fewer pieces than a pass
-grants) is taken at once, without waiting for the next pass: on a busy loop each pass lasts
-milliseconds (everything else that became ready runs in it), and at 256 clients on the H200
-every sentence waited one or two of them for a turn it could have had at once (docs/
-benchmarks.md, section 28). Turns are still taken in arrival order (none is taken at once
-while others wait) and a pass still runs at most the budget's worth of pieces.
+A turn asked for while nobody waits, no granted piece is still to run, and the pieces taken
+lately leave room is taken at once, without waiting for the next pass: on a busy loop each
+pass lasts milliseconds (everything else that became ready runs in it), and at 256 clients on
+the H200 every sentence waited one or two of them for a turn it could have had at once
+(docs/benchmarks.md, section 28). Turns are still taken in arrival order. The room is half a
+pass's grant, counted from the first piece taken at once until a callback scheduled then
+runs: asyncio tells no pass where it starts, and that callback runs partway through the next
+pass, so a pass may see the end of one count and a whole next one, never more than a pass's
+grant in all. With no budget (one piece a pass) or no piece measured yet, none is taken at
+once.
 
 Written here because asyncio has no priorities: a Semaphore or Lock hands over within the
 same pass, and `asyncio.sleep(0)` puts a task behind the ready queue, not behind the next
@@ -58,8 +62,8 @@ class Pacer:
         self._granted = 0  # turns granted by the last pass
         self._begun: float | None = None  # when the first of them started running
         self.piece = 0.0  # a piece's running mean cost, seconds (0: none measured yet)
-        self._this_pass = 0  # pieces let through in the current pass, at once or granted
-        self._counting = False  # a reset of _this_pass is scheduled for the next pass
+        self._this_pass = 0  # pieces let through since the count began, at once or granted
+        self._counting = False  # a reset of _this_pass is scheduled (for the next pass)
 
     @property
     def waiting(self) -> int:
@@ -68,8 +72,8 @@ class Pacer:
     async def turn(self) -> None:
         """Return once this caller's turn has come (its piece of work runs right after)."""
         loop = asyncio.get_running_loop()
-        if not self._granting and not self._waiting and self._this_pass < self.per_pass():
-            self._count(loop, 1)  # room in this pass and nobody before it: at once
+        if not self._granting and not self._waiting and self._this_pass < self.room():
+            self._count(loop, 1)  # room, and nobody before it: at once
             return
         future: asyncio.Future[None] = loop.create_future()
         self._waiting.append(future)
@@ -87,6 +91,14 @@ class Pacer:
             return 1
         return max(1, int(self.budget / max(self.piece, FLOOR)))
 
+    def room(self) -> int:
+        """How many pieces a count may take at once: half what a pass grants (a pass may
+        hold the end of one count and a whole next one), none without a budget or before a
+        piece's cost is known."""
+        if self.budget <= 0 or self.piece <= 0:
+            return 0
+        return self.per_pass() // 2
+
     def _count(self, loop: asyncio.AbstractEventLoop, pieces: int) -> None:
         """`pieces` more let through in this pass; the count starts again with the next."""
         self._this_pass += pieces
@@ -101,6 +113,7 @@ class Pacer:
         # The turns granted by the last pass woke their tasks in this pass's order, before this
         # callback (scheduled after them): the time since the first of them started is what
         # their pieces cost, and nothing else ran in between.
+        ran = self._granted
         if self._granted and self._begun is not None:
             cost = (time.perf_counter() - self._begun) / self._granted
             self.piece = cost if self.piece <= 0 else self.piece + SMOOTHING * (cost - self.piece)
@@ -112,10 +125,13 @@ class Pacer:
                 future.set_result(None)
                 self._granted += 1
         # The rest wait for the next pass: a callback scheduled from a callback runs after the
-        # loop's next poll of its sockets (asyncio and uvloop alike).
-        if self._waiting:
+        # loop's next poll of its sockets (asyncio and uvloop alike). So does the check after
+        # the last grant, once its pieces have run: until then a turn asked for is not taken
+        # at once, or it would run before pieces granted earlier.
+        if self._waiting or self._granted:
             loop.call_soon(self._grant, loop)
         else:
             self._granting = False
-            # Turns asked for later in this pass may be taken at once, as far as it has room.
-            self._count(loop, self._granted)
+            # The pieces granted last ran in this pass: turns taken at once are counted
+            # with them.
+            self._count(loop, ran)

@@ -130,23 +130,28 @@ class Translator:
 
     def _inline(self, characters: int, request: TranslationRequest) -> bool:
         """Whether a request of texts is prepared on the event loop: at most
-        `limits.inline_chars` characters and no glossary (whose ids may be looked up in the
-        store's database, and whose entries grow the work)."""
+        `limits.inline_chars` characters in all (its parts by language together) and no
+        glossary (whose ids may be looked up in the store's database, and whose entries grow
+        the work)."""
         glossary = request.glossary
         return characters <= self.limits.inline_chars and not (
             glossary.entries or glossary.ids or glossary.do_not_translate
         )
 
     async def _prepared(self, inline: bool, fn: Callable[..., T], *args: Any) -> T:
-        """`fn(*args)` here, on the event loop, where `inline`; else in the preparation pool.
+        """`fn(*args)` here, on the event loop, in a turn of the pacer, where `inline`; else
+        in the preparation pool.
 
-        Parsing, planning and putting back a few sentences takes tens of microseconds; the
-        pool's hand-off costs more: each call waits for a worker thread to take the
-        interpreter lock from the loop (up to its 5 ms switch interval while the loop is
-        busy) and then for the loop to run its result, and a request makes three such calls.
-        Only requests of at most `limits.inline_chars` characters are prepared here, so the
-        loop's work for one stays bounded (docs/benchmarks.md, section 28)."""
+        Parsing, planning and putting back a sentence takes tens of microseconds; the pool's
+        hand-off costs more: each call waits for a worker thread to take the interpreter
+        lock from the loop (up to its 5 ms switch interval while the loop is busy) and then
+        for the loop to run its result, and a request makes three such calls. Only requests
+        of at most `limits.inline_chars` characters are prepared here: on the project's
+        2-core CPU at most about 3 ms a request for 1,000 characters of the costliest
+        markdown found (scripts/prepare-cost.py, docs/benchmarks.md section 28), and a burst
+        of them takes turns like per-segment work (tolk.translation.pacing)."""
         if inline:
+            await self.pacer.turn()
             return fn(*args)
         return await self.offload(fn, *args)
 
@@ -195,24 +200,28 @@ class Translator:
         texts: Sequence[str],
         request: TranslationRequest,
         on_segment: OnSegment | None = None,
+        *,
+        alone: bool = True,
     ) -> Translation:
         """Without a source language each text's is detected; texts in different languages
         are translated as one request per language, side by side (one deadline; if one part
-        fails, the others are cancelled)."""
+        fails, the others are cancelled). `alone`: not one of several translations of one
+        request run side by side (only a request alone may be prepared on the loop: `_inline`
+        counts its characters)."""
         self.limits.check(texts)
         self.limits.check_alternatives(request.alternatives)
         fmt, rules = request.format, request.rules
         in_context = self.limits.subtitles_in_context
+        inline = alone and self._inline(sum(len(t) for t in texts), request)
 
         async def part(indices: Sequence[int], source: str) -> Translation:
             chosen = [texts[i] for i in indices]
-            characters = sum(len(t) for t in chosen)
             return await self.translate_documents(
                 lambda cut: [parse(fmt, t, cut, rules, in_context) for t in chosen],
-                characters,
+                sum(len(t) for t in chosen),
                 dataclasses.replace(request, source_lang=source),
                 on_segment=on_segment,
-                inline=self._inline(characters, request),
+                inline=inline,
             )
 
         if not is_auto(request.source_lang):
