@@ -397,6 +397,13 @@ async def test_standin_small_requests_are_prepared_on_the_loop_large_ones_in_the
 
     monkeypatch.setattr(translator, "_plan", planned)
     monkeypatch.setattr(service, "_rendered", rendering)
+    turns = translator.preparing.turn
+
+    async def turn() -> None:  # a request prepared on the loop parses in a turn of its own
+        where.append(("turn", threading.current_thread().name))
+        await turns()
+
+    monkeypatch.setattr(translator.preparing, "turn", turn)
     loop_thread = threading.current_thread().name
     try:
         small = "Good morning."
@@ -412,7 +419,7 @@ async def test_standin_small_requests_are_prepared_on_the_loop_large_ones_in_the
     finally:
         translator.close()
     assert [a.texts[0].strip() for a in answers] == [GERMAN] * 5
+    assert [step for step, _ in where] == ["turn", "plan", "render"] + ["plan", "render"] * 4
     on_loop = [name == loop_thread for _, name in where]
-    assert [step for step, _ in where] == ["plan", "render"] * 5
-    assert on_loop == [True, True] + [False] * 8
-    assert all(name.startswith("tolk-prepare") for _, name in where[2:])
+    assert on_loop == [True, True, True] + [False] * 8
+    assert all(name.startswith("tolk-prepare") for _, name in where[3:])

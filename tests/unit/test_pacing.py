@@ -125,8 +125,8 @@ def test_a_cancelled_waiter_gives_up_its_turn() -> None:
 
 
 def test_a_turn_is_taken_at_once_where_there_is_room_and_nobody_waits() -> None:
-    """No waiting for the next pass where nothing would be gained: half a pass's grant is
-    taken at once while nobody waits. Past that, or without a budget, turns wait as before."""
+    """No waiting for the next pass where nothing would be gained: a pass's grant is taken
+    at once while nobody waits. Past that, or without a budget, turns wait as before."""
 
     async def scenario(pacer: Pacer, asked: int) -> list[int]:
         loop = asyncio.get_running_loop()
@@ -150,10 +150,10 @@ def test_a_turn_is_taken_at_once_where_there_is_room_and_nobody_waits() -> None:
         return list(waited)
 
     budgeted = Pacer(0.004)
-    budgeted.piece = 0.001  # four pieces a pass: two at once
-    first = asyncio.run(scenario(budgeted, 3))
-    assert first[:2] == [0, 0]
-    assert first[2] >= 1
+    budgeted.piece = 0.001  # four pieces a pass, at once while nobody waits
+    first = asyncio.run(scenario(budgeted, 5))
+    assert first[:4] == [0, 0, 0, 0]
+    assert first[4] >= 1
     one_a_pass = asyncio.run(scenario(Pacer(), 2))  # none at once
     assert 1 <= one_a_pass[0] < one_a_pass[1]
     unmeasured = Pacer(0.004)  # no piece's cost known yet: none at once

@@ -27,12 +27,12 @@ A turn asked for while nobody waits, no granted piece is still to run, and the p
 lately leave room is taken at once, without waiting for the next pass: on a busy loop each
 pass lasts milliseconds (everything else that became ready runs in it), and at 256 clients on
 the H200 every sentence waited one or two of them for a turn it could have had at once
-(docs/benchmarks.md, section 28). Turns are still taken in arrival order. The room is half a
+(docs/benchmarks.md, section 28). Turns are still taken in arrival order. The room is a
 pass's grant, counted from the first piece taken at once until a callback scheduled then
 runs: asyncio tells no pass where it starts, and that callback runs partway through the next
-pass, so a pass may see the end of one count and a whole next one, never more than a pass's
-grant in all. With no budget (one piece a pass) or no piece measured yet, none is taken at
-once.
+pass, so a pass may hold the end of one count and a whole next one: at most twice its grant
+(twice the budget). With no budget (one piece a pass) or no piece measured yet, none is
+taken at once.
 
 Written here because asyncio has no priorities: a Semaphore or Lock hands over within the
 same pass, and `asyncio.sleep(0)` puts a task behind the ready queue, not behind the next
@@ -92,12 +92,12 @@ class Pacer:
         return max(1, int(self.budget / max(self.piece, FLOOR)))
 
     def room(self) -> int:
-        """How many pieces a count may take at once: half what a pass grants (a pass may
-        hold the end of one count and a whole next one), none without a budget or before a
-        piece's cost is known."""
+        """How many pieces a count may take at once: what a pass grants (a pass may hold the
+        end of one count and a whole next one), none without a budget or before a piece's
+        cost is known."""
         if self.budget <= 0 or self.piece <= 0:
             return 0
-        return self.per_pass() // 2
+        return self.per_pass()
 
     def _count(self, loop: asyncio.AbstractEventLoop, pieces: int) -> None:
         """`pieces` more let through in this pass; the count starts again with the next."""

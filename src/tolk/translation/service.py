@@ -99,6 +99,9 @@ class Translator:
         self.checks = OutputChecks([*pool.sources, *pool.targets])
         # Per-segment work waits for a turn: a time budget of pieces per pass of the loop.
         self.pacer = Pacer(limits.turn_budget)
+        # And requests prepared on the loop (`_prepared`) get turns of their own: a burst of
+        # them is spread over passes, and none waits behind other requests' segments.
+        self.preparing = Pacer(limits.turn_budget)
         # Per model and pair: whether first tries copy the examples shown, whether markup
         # retries bring placeholders back and whether other retries mend; so whether each is
         # done (tolk.translation.watch).
@@ -138,9 +141,11 @@ class Translator:
             glossary.entries or glossary.ids or glossary.do_not_translate
         )
 
-    async def _prepared(self, inline: bool, fn: Callable[..., T], *args: Any) -> T:
-        """`fn(*args)` here, on the event loop, in a turn of the pacer, where `inline`; else
-        in the preparation pool.
+    async def _prepared(
+        self, inline: bool, fn: Callable[..., T], *args: Any, paced: bool = False
+    ) -> T:
+        """`fn(*args)` here, on the event loop, where `inline` (in a turn of the pacer if
+        `paced`); else in the preparation pool.
 
         Parsing, planning and putting back a sentence takes tens of microseconds; the pool's
         hand-off costs more: each call waits for a worker thread to take the interpreter
@@ -148,10 +153,14 @@ class Translator:
         for the loop to run its result, and a request makes three such calls. Only requests
         of at most `limits.inline_chars` characters are prepared here: on the project's
         2-core CPU at most about 3 ms a request for 1,000 characters of the costliest
-        markdown found (scripts/prepare-cost.py, docs/benchmarks.md section 28), and a burst
-        of them takes turns like per-segment work (tolk.translation.pacing)."""
+        markdown found (scripts/prepare-cost.py, docs/benchmarks.md section 28). Parsing
+        takes turns of a pacer of its own (`preparing`, tolk.translation.pacing): requests
+        arrive in bursts (a client's whole batch in one pass), and their segments' turns
+        are another queue. Putting back and rendering do not: they follow the engine's
+        outputs, which a step hands back a few at a time, and a turn can cost a pass."""
         if inline:
-            await self.pacer.turn()
+            if paced:
+                await self.preparing.turn()
             return fn(*args)
         return await self.offload(fn, *args)
 
@@ -285,7 +294,7 @@ class Translator:
         told = instructions_for(engine, target, request.instructions)
         cut = self._splitter(engine, request.split, source)
         plan, resolved = await self._prepared(
-            inline, self._plan, documents, cut, request.glossary, source, target, engine
+            inline, self._plan, documents, cut, request.glossary, source, target, engine, paced=True
         )
         return Routed(engine, source, target, resolved, told), detections, plan
 
