@@ -399,7 +399,7 @@ async def test_standin_small_requests_are_prepared_on_the_loop_large_ones_in_the
     monkeypatch.setattr(service, "_rendered", rendering)
     turns = translator.preparing.turn
 
-    async def turn() -> None:  # a request prepared on the loop parses in a turn of its own
+    async def turn() -> None:  # each step on the loop in a turn of the preparation's pacer
         where.append(("turn", threading.current_thread().name))
         await turns()
 
@@ -419,7 +419,9 @@ async def test_standin_small_requests_are_prepared_on_the_loop_large_ones_in_the
     finally:
         translator.close()
     assert [a.texts[0].strip() for a in answers] == [GERMAN] * 5
-    assert [step for step, _ in where] == ["turn", "plan", "render"] + ["plan", "render"] * 4
+    # (plan, put back, render: the second's turn is the one before the third's)
+    steps = ["turn", "plan", "turn", "turn", "render"] + ["plan", "render"] * 4
+    assert [step for step, _ in where] == steps
     on_loop = [name == loop_thread for _, name in where]
-    assert on_loop == [True, True, True] + [False] * 8
-    assert all(name.startswith("tolk-prepare") for _, name in where[3:])
+    assert on_loop == [True] * 5 + [False] * 8
+    assert all(name.startswith("tolk-prepare") for _, name in where[5:])

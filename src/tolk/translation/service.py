@@ -141,9 +141,7 @@ class Translator:
             glossary.entries or glossary.ids or glossary.do_not_translate
         )
 
-    async def _prepared(
-        self, inline: bool, fn: Callable[..., T], *args: Any, paced: bool = False
-    ) -> T:
+    async def _prepared(self, inline: bool, fn: Callable[..., T], *args: Any) -> T:
         """`fn(*args)` here, on the event loop, where `inline` (in a turn of the pacer if
         `paced`); else in the preparation pool.
 
@@ -153,14 +151,13 @@ class Translator:
         for the loop to run its result, and a request makes three such calls. Only requests
         of at most `limits.inline_chars` characters are prepared here: on the project's
         2-core CPU at most about 3 ms a request for 1,000 characters of the costliest
-        markdown found (scripts/prepare-cost.py, docs/benchmarks.md section 28). Parsing
-        takes turns of a pacer of its own (`preparing`, tolk.translation.pacing): requests
-        arrive in bursts (a client's whole batch in one pass), and their segments' turns
-        are another queue. Putting back and rendering do not: they follow the engine's
-        outputs, which a step hands back a few at a time, and a turn can cost a pass."""
+        markdown found (scripts/prepare-cost.py, docs/benchmarks.md section 28). Each step
+        takes a turn of a pacer of its own (`preparing`, tolk.translation.pacing), at once
+        while nobody waits: requests arrive in bursts (a client's whole batch in one pass),
+        and requests sent together finish together (one engine step hands back all their
+        outputs); their segments' turns are another queue."""
         if inline:
-            if paced:
-                await self.preparing.turn()
+            await self.preparing.turn()
             return fn(*args)
         return await self.offload(fn, *args)
 
@@ -294,7 +291,7 @@ class Translator:
         told = instructions_for(engine, target, request.instructions)
         cut = self._splitter(engine, request.split, source)
         plan, resolved = await self._prepared(
-            inline, self._plan, documents, cut, request.glossary, source, target, engine, paced=True
+            inline, self._plan, documents, cut, request.glossary, source, target, engine
         )
         return Routed(engine, source, target, resolved, told), detections, plan
 
