@@ -127,3 +127,20 @@ async def test_work_whose_cleanup_fails_when_stopped_is_answered_as_stopped() ->
     handler = asyncio.current_task()
     assert handler is not None
     assert handler.cancelling() == 0
+
+
+async def test_a_cancellation_from_inside_the_work_is_answered_503() -> None:
+    """Not this task's cancellation (something inside the work cancelled what it awaited):
+    ShuttingDown (503), as when the work had a task of its own, and the handler goes on."""
+    lifecycle = Lifecycle(grace=5)
+
+    async def work() -> None:
+        inner = asyncio.ensure_future(asyncio.Event().wait())
+        asyncio.get_running_loop().call_soon(inner.cancel)
+        await inner
+
+    with pytest.raises(ShuttingDown):
+        await lifecycle.guard(Client().request, work())
+    handler = asyncio.current_task()
+    assert handler is not None
+    assert handler.cancelling() == 0

@@ -103,13 +103,17 @@ class Lifecycle:
         self._stops.add(stop)
         try:
             result = await work
-        except (Exception, asyncio.CancelledError):
-            if not why:
-                raise  # failed, or cancelled from outside: not this guard's to answer
-            # Stopped here: the cancellation, or what the work's cleanup made of it (a task
-            # group's error, a cleanup that failed), is answered as the stop.
-            task.uncancel()
-            raise self._stopped(why[0]) from None
+        except (Exception, asyncio.CancelledError) as exc:
+            if why:
+                # Stopped here: the cancellation, or what the work's cleanup made of it (a
+                # task group's error, a cleanup that failed), is answered as the stop.
+                task.uncancel()
+                raise self._stopped(why[0]) from None
+            if isinstance(exc, asyncio.CancelledError) and not task.cancelling():
+                # Cancelled inside the work, not this task: answered 503, as when the work
+                # ran in a task of its own, never as a handler that vanished.
+                raise self._stopped(ShuttingDown) from None
+            raise  # failed, or cancelled from outside: not this guard's to answer
         finally:
             running = False
             self._stops.discard(stop)
