@@ -421,7 +421,7 @@ class ServerSettings(_Strict):
         description="Milliseconds of per-text work (a segment's prompt built and handed to "
         "the engine, a document parsed) the event loop runs in one pass before it reads its "
         "sockets again (tolk.translation.pacing): a probe or a refusal waits behind at most "
-        "this much of a burst. 0: one piece a pass (slower to take in a burst).",
+        "twice this much of a burst. 0: one piece a pass (slower to take in a burst).",
     )
     subtitles_in_context: bool = Field(
         False,
