@@ -142,8 +142,8 @@ class Translator:
         )
 
     async def _prepared(self, inline: bool, fn: Callable[..., T], *args: Any) -> T:
-        """`fn(*args)` here, on the event loop, where `inline` (in a turn of the pacer if
-        `paced`); else in the preparation pool.
+        """`fn(*args)` here, on the event loop, where `inline`; else in the preparation
+        pool.
 
         Parsing, planning and putting back a sentence takes tens of microseconds; the pool's
         hand-off costs more: each call waits for a worker thread to take the interpreter
