@@ -554,19 +554,16 @@ def _time_row(passes: Sequence[Mapping[str, Any]]) -> dict[str, float | None]:
     def engine_key(key: str) -> list[float | None]:
         return [(p.get("engine") or {}).get(key) for p in passes]
 
+    def over_wall(key: str) -> list[float | None]:
+        """A mean count sampled over each pass (Little's law: x its wall time, seconds)."""
+        return [p[key] * p["wall_s"] if p.get(key) is not None else None for p in passes]
+
     return {
-        "latency": per_request(
-            [p["clients_mean"] * p["wall_s"] if p.get("clients_mean") is not None else None
-             for p in passes]
-        ),
-        "in_server": per_request(
-            [p["server_in_flight_mean"] * p["wall_s"]
-             if p.get("server_in_flight_mean") is not None else None
-             for p in passes]
-        ),
+        "latency": per_request(over_wall("clients_mean")),
+        "in_server": per_request(over_wall("server_in_flight_mean")),
         "gathering": per_request(engine_key("gather_wait_s")),
         "in_engine": per_request(engine_key("e2e_s")),
-    }  # fmt: skip
+    }
 
 
 def _engine_row(passes: Sequence[Mapping[str, Any]]) -> dict[str, float | None] | None:
