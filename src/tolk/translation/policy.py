@@ -38,8 +38,9 @@ class Limits:
                 limit=self.max_alternatives,
             )
 
-    def check(self, texts: Sequence[str]) -> None:
-        """Refuse a request of more texts or characters than these limits allow."""
+    def check(self, texts: Sequence[str]) -> int:
+        """Refuse a request of more texts or characters than these limits allow; else its
+        characters."""
         if len(texts) > self.max_texts:
             raise PayloadTooLarge(
                 f"{len(texts)} texts in one request; at most {self.max_texts} are accepted, "
@@ -55,6 +56,7 @@ class Limits:
                 field="text",
                 limit=self.max_request_chars,
             )
+        return chars
 
 
 class Deadline:

@@ -214,11 +214,11 @@ class Translator:
         fails, the others are cancelled). `alone`: not one of several translations of one
         request run side by side (only a request alone may be prepared on the loop: `_inline`
         counts its characters)."""
-        self.limits.check(texts)
+        characters = self.limits.check(texts)
         self.limits.check_alternatives(request.alternatives)
         fmt, rules = request.format, request.rules
         in_context = self.limits.subtitles_in_context
-        inline = alone and self._inline(sum(len(t) for t in texts), request)
+        inline = alone and self._inline(characters, request)
 
         async def part(indices: Sequence[int], source: str) -> Translation:
             chosen = [texts[i] for i in indices]
