@@ -84,14 +84,16 @@ class Lifecycle:
             )
         task = asyncio.current_task()
         assert task is not None
-        why: list[type[Exception]] = []  # why the work was stopped, once it is
+        why: type[Exception] | None = None  # why the work was stopped, once it is
+        # False once the work has ended (a disconnect callback already scheduled may still run)
         running = True
 
         def stop(reason: type[Exception]) -> None:
             # A callback of the loop: this task is suspended inside the work (its only
             # awaits), so the cancellation is raised there; never once the work has ended.
-            if running and not why:
-                why.append(reason)
+            nonlocal why
+            if running and why is None:
+                why = reason
                 task.cancel()
 
         def left(watcher: asyncio.Future[None]) -> None:
@@ -104,11 +106,11 @@ class Lifecycle:
         try:
             result = await work
         except (Exception, asyncio.CancelledError) as exc:
-            if why:
+            if why is not None:
                 # Stopped here: the cancellation, or what the work's cleanup made of it (a
                 # task group's error, a cleanup that failed), is answered as the stop.
                 task.uncancel()
-                raise self._stopped(why[0]) from None
+                raise self._stopped(why) from None
             if isinstance(exc, asyncio.CancelledError) and not task.cancelling():
                 # Cancelled inside the work, not this task: answered 503, as when the work
                 # ran in a task of its own, never as a handler that vanished.
@@ -119,9 +121,9 @@ class Lifecycle:
             self._stops.discard(stop)
             disconnect.remove_done_callback(left)
             disconnect.cancel()
-        if why:  # the work swallowed the cancellation and ended anyway: it was stopped
+        if why is not None:  # the work swallowed the cancellation and ended: it was stopped
             task.uncancel()
-            raise self._stopped(why[0])
+            raise self._stopped(why)
         return result
 
     @staticmethod
