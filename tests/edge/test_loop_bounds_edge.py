@@ -31,6 +31,14 @@ from tests.support.samples.loop_bounds import HOSTILE_TEXT
 from tests.support.servers import model_config, runtime_env, server_config
 from tolk.local.processes import LocalServer, free_port, start_proxy
 
+# Requests of exactly `server.inline_chars` (1,000) characters, the worst found per character.
+AT_THE_INLINE_BOUND: list[tuple[str, dict[str, object]]] = [
+    ("markdown emphasis", {"text": "*a " * 333 + "a", "format": "markdown"}),
+    ("nested lists", {"text": "- a\n  " * 166 + "aaaa", "format": "markdown"}),
+    ("nested <b>", {"text": "<b>" * 333 + "a", "format": "html"}),
+    ("line breaks", {"text": "x\n" * 500}),
+]
+
 # Each one request; what it was on main 061ef04 in the comment (every other client stalled
 # about as long).
 HOSTILE: list[tuple[str, str, dict[str, object]]] = [
@@ -66,6 +74,9 @@ HOSTILE: list[tuple[str, str, dict[str, object]]] = [
         {"text": "<b>" * 10_000 + "x" + "</b>" * 10_000, "format": "html"},
     ),
     ("unclosed <a", "/translate", {"text": "<a " * 8_000, "format": "html"}),  # 4.9 s
+    # At `server.inline_chars` (1,000, the default), prepared on the loop, not in the threads:
+    # the costliest texts per character found (scripts/prepare-cost.py, about 3 ms each here).
+    *[(f"on the loop: {name}", "/translate", body) for name, body in AT_THE_INLINE_BOUND],
     ("unclosed comments", "/translate", {"text": "<!--" * 20_000, "format": "html"}),
     (
         "srt cue of dots",
@@ -223,6 +234,28 @@ async def test_hostile_request_leaves_the_loop_free(
     assert waits, "no /health probe completed"
     # The bound of the issue: /health never waits a second behind a request.
     assert max(waits) < 1.0, f"/health waited {max(waits):.2f} s behind '{name}' ({took:.1f} s)"
+
+
+async def test_a_burst_of_requests_prepared_on_the_loop_leaves_it_free(
+    standin: httpx.AsyncClient,
+) -> None:
+    """32 of the costliest requests small enough to be prepared on the loop, at once: their
+    steps take turns of a pacer (tolk.translation.service `_prepared`), so /health waits
+    behind a pass's budget of them, never behind the burst."""
+    stop = asyncio.Event()
+    waits: list[float] = []
+    bodies = [_body("/translate", body) for _, body in AT_THE_INLINE_BOUND] * 8
+    async with httpx.AsyncClient(base_url=str(standin.base_url), timeout=30) as prober:
+        probing = asyncio.create_task(_probe(prober, stop, waits))
+        answers = await asyncio.gather(
+            *(standin.post("/translate", json=body, timeout=120) for body in bodies)
+        )
+        stop.set()
+        await probing
+    assert [a.status_code for a in answers] == [200] * len(bodies)
+    assert all(len(json.loads(a.text)["translation"]) > 0 for a in answers)
+    assert waits, "no /health probe completed"
+    assert max(waits) < 1.0, f"/health waited {max(waits):.2f} s behind the burst"
 
 
 def _zip_bomb(inflated: int) -> bytes:
