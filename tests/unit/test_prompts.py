@@ -242,34 +242,63 @@ def test_examples_are_human_translations_of_the_shipped_sample_never_a_test_sent
     assert len(examples(lang("en-GB"), lang("pt-BR"), 2)) == 2
 
 
-@pytest.mark.parametrize("target", ["de", "fr", "es", "zh", "ne"])
-def test_a_markup_example_keeps_its_placeholders_around_the_same_words(target: str) -> None:
+@pytest.mark.parametrize(
+    ("source", "target"),
+    [
+        ("en", "de"),
+        ("en", "fr"),
+        ("en", "es"),
+        ("en", "zh"),
+        ("en", "ne"),
+        ("en", "ja"),
+        ("de", "en"),
+        ("fr", "pt"),
+    ],
+)
+def test_the_markup_example_marks_translated_words_on_both_sides(source: str, target: str) -> None:
+    from tolk.budget import sample
     from tolk.translation.document import PLACEHOLDER, for_model
     from tolk.translation.examples import examples
 
-    *plain, (source, translation) = examples(EN, lang(target), 2, markup=True)
+    *plain, (marked, translation) = examples(lang(source), lang(target), 2, markup=True)
     assert len(plain) == 1
     assert "<" not in plain[0][0]
-    assert [m[0] for m in PLACEHOLDER.finditer(source)] == [
-        m[0] for m in PLACEHOLDER.finditer(translation)
-    ]
-    marked = re.findall(r"<g1>(.*?)</g1>", source), re.findall(r"<g1>(.*?)</g1>", translation)
-    digits = str.maketrans("०१२३४५६७८९", "0123456789")
-    assert marked[0] == [marked[1][0].translate(digits)]  # the same word, unchanged
-    assert "](1)" in for_model(source)  # as the default syntax shows it: a markdown link
-    # The sentence it was made from is not shown again among the plain examples.
-    from tolk.translation.examples import LONGEST, _markup_example
+    assert plain == examples(lang(source), lang(target), 1)
+    # The same placeholders on both sides (their order may move with the words)...
+    tags = ["</g1>", "</g2>", "</g3>", "<g1>", "<g2>", "<g3>"]
+    assert sorted(m[0] for m in PLACEHOLDER.finditer(marked)) == tags
+    assert sorted(m[0] for m in PLACEHOLDER.finditer(translation)) == tags
+    # ...around words that are translated, not carried over unchanged.
+    for n in (1, 2, 3):
+        words = (
+            re.findall(rf"<g{n}>(.*?)</g{n}>", marked),
+            re.findall(rf"<g{n}>(.*?)</g{n}>", translation),
+        )
+        assert len(words[0]) == len(words[1]) == 1
+        assert words[0] != words[1]
+    assert "](1)" in for_model(marked)  # as the default syntax shows it: a markdown link
+    # Written for tolk: no sentence of the FLORES sample, and the same one for every pair.
+    unmarked = PLACEHOLDER.sub("", marked)
+    assert unmarked not in (sample(source) or ())
+    english = examples(lang("de"), EN, 1, markup=True)[0][1]
+    assert (
+        PLACEHOLDER.sub("", english)
+        == "The old bridge was closed yesterday because of the heavy rain."
+    )
+    assert len(PLACEHOLDER.sub("", english)) == 62
 
-    made_from = _markup_example("en", target, LONGEST)
-    assert made_from is not None
-    assert made_from[0] not in [s for s, _ in examples(EN, lang(target), 8, markup=True)]
 
+def test_the_markup_example_is_shown_whatever_prompt_example_chars() -> None:
+    from tolk.translation.examples import LONGEST, examples
 
-def test_no_markup_example_where_no_word_is_written_the_same_in_both_languages() -> None:
-    from tolk.translation.examples import examples
-
-    # The sample's Japanese writes every name and number its own way: plain examples only.
-    assert examples(EN, lang("ja"), 2, markup=True) == examples(EN, lang("ja"), 2)
+    for longest in (70, 90, LONGEST):
+        shown = examples(EN, DE, 2, markup=True, longest=longest)
+        assert len(shown) == 2
+        assert "<g1>" in shown[-1][0]
+    assert examples(EN, DE, 1, markup=True) == examples(EN, DE, 2, markup=True)[-1:]
+    # None where the sample lacks a language, or for a variety it does not have.
+    assert examples(EN, lang("ko"), 2, markup=True) == []
+    assert examples(EN, lang("zh-Hant"), 2, markup=True) == []
 
 
 def test_examples_come_before_the_text_as_earlier_turns(texts: TextMaker) -> None:

@@ -8,21 +8,22 @@ FLORES-101 devtest lines 401-500, human translations; `tolk bench quality` score
 so no example is ever a test sentence). They are the same for every request of a pair, so the
 engine reads them once (prefix caching) and a batch shares them.
 
-A segment with placeholders gets one example with placeholders, last (next to its text): a
-sample sentence whose
-translation carries a word of it unchanged (a number or a name), that word as a paired
-placeholder on both sides and, where a second such word exists, that one as a standalone
-placeholder (shown in the model's syntax, links or tags). The pairing of words across
-the two sides is done by exact match only (no word alignment: no good library aligns Nepali or
-Chinese to English offline, and a wrong alignment would teach the model to move markup), so
-only words written the same in both languages (numbers, in the target's digits, and names)
-are used.
+A segment with placeholders gets one example with placeholders, last (next to its text): one
+sentence written for tolk in every language of the sample (tolk/data/parallel/markup.tsv),
+three words of it marked as paired placeholders on both sides, aligned by hand (no good library
+aligns Nepali or Chinese to English offline, and a wrong alignment would teach the model to
+move markup), shown in the model's syntax (links or tags). The marked words are translated,
+and move where the target's word order moves them: an example made, as before, from a sample
+sentence's words written the same in both languages (a number or a name) taught the 0.5B Qwen
+to leave the words of a link untranslated and to drop emphasis, and on the CPU 6 of 24 HTML
+units' first tries kept their placeholders with it against 9 with this one
+(docs/benchmarks.md, section 29).
 """
 
 from __future__ import annotations
 
-import re
 from functools import cache
+from importlib import resources
 
 from tolk.budget import sample
 from tolk.config import LONGEST_EXAMPLE, SHORTEST_EXAMPLE
@@ -31,10 +32,6 @@ from tolk.translation.document import PLACEHOLDER
 
 # Example sentences of a useful length (the bounds of `prompt_example_chars`).
 SHORTEST, LONGEST = SHORTEST_EXAMPLE, LONGEST_EXAMPLE
-# Digits in the target's own script, where it has them (Nepali may write either kind).
-_DIGITS = {"ne": str.maketrans("0123456789", "०१२३४५६७८९")}
-# Words that may appear unchanged in a translation: numbers, and capitalised Latin names.
-_WORD = re.compile(r"\b(?:\d{2,}|[A-Z][A-Za-z]{3,})\b")
 # The sample's variety of a language where it has several: a request for another (Chinese in
 # Traditional script, European Portuguese) gets no examples rather than the wrong variety's.
 _VARIETIES = {"zh": {"zh", "zh-Hans", "zh-CN", "zh-Hans-CN"}, "pt": {"pt", "pt-BR"}}
@@ -55,60 +52,39 @@ def _pairs(source: str, target: str, longest: int = LONGEST) -> tuple[tuple[str,
     )
 
 
-def _unchanged(word: str, translation: str, target: str) -> str | None:
-    """How `word` is written in the translation, if it is there once, unchanged (or its
-    digits in the target's own)."""
-    for written in dict.fromkeys((word, word.translate(_DIGITS.get(target, {})))):
-        if len(re.findall(rf"(?<!\w){re.escape(written)}(?!\w)", translation)) == 1:
-            return written
-    return None
-
-
-def _mark(sentence: str, word: str, tag: str) -> str:
-    return re.sub(rf"(?<!\w){re.escape(word)}(?!\w)", lambda _: tag.replace("{}", word), sentence)
-
-
 @cache
-def _markup_example(source: str, target: str, longest: int) -> tuple[str, str, str] | None:
-    """A sample pair with its shared words as placeholders, in tolk's tag form, after the
-    sample's sentence it was made from."""
-    for original, t in _pairs(source, target, longest):
-        s = original
-        shared: list[tuple[str, str]] = []
-        for word in dict.fromkeys(_WORD.findall(s)):
-            written = _unchanged(word, t, target)
-            if written is not None and s.count(word) == 1:
-                shared.append((word, written))
-        if not shared:
-            continue
-        (word, written), *rest = shared
-        s, t = _mark(s, word, "<g1>{}</g1>"), _mark(t, written, "<g1>{}</g1>")
-        if rest:
-            (word, written), *_ = rest
-            s, t = _mark(s, word, "<x2/>"), _mark(t, written, "<x2/>")
-        return original, s, t
-    return None
+def _marked() -> dict[str, str]:
+    """The markup example's sentence in each language that has it (data/parallel/markup.tsv)."""
+    text = (resources.files("tolk") / "data" / "parallel" / "markup.tsv").read_text("utf-8")
+    rows = (line.split("\t", 1) for line in text.splitlines() if line and line[0] != "#")
+    return {code: sentence for code, sentence in rows}
+
+
+def _markup_example(source: str, target: str) -> tuple[str, str] | None:
+    """The example with placeholders for a pair, in tolk's tag form, if both languages have
+    it."""
+    marked = _marked()
+    if source == target or source not in marked or target not in marked:
+        return None
+    return marked[source], marked[target]
 
 
 def examples(
     source: Lang, target: Lang, count: int, markup: bool = False, longest: int = LONGEST
 ) -> list[tuple[str, str]]:
-    """Up to `count` (source text, translation) examples for a pair, each source sentence
-    at most `longest` characters; with `markup`, the last one has placeholders, in tolk's
-    tag form (tolk.translation.document.for_model shows them in the model's syntax). None
-    outside the sample's languages."""
+    """Up to `count` (source text, translation) examples for a pair, each sample sentence
+    at most `longest` characters; with `markup`, the last one is the markup example (its
+    sentence 62 characters in English, whatever `longest`), in tolk's tag form
+    (tolk.translation.document.for_model shows them in the model's syntax). None outside
+    the sample's languages."""
     if count <= 0 or not (_sampled(source) and _sampled(target)):
         return []
-    marked = _markup_example(source.code, target.code, longest) if markup else None
-    plain = [
-        pair
-        for pair in _pairs(source.code, target.code, longest)
-        if marked is None or pair[0] != marked[0]
-    ]
+    marked = _markup_example(source.code, target.code) if markup else None
+    plain = list(_pairs(source.code, target.code, longest))
     chosen = plain[: count - 1 if marked else count]
     # The example with placeholders goes last, next to the text that has them.
     if marked is not None:
-        chosen.append(marked[1:])
+        chosen.append(marked)
     return chosen
 
 
