@@ -234,6 +234,17 @@ class CandidateSettings(_Strict):
     tokens; worth it where the engine has room (a GPU), see docs/benchmarks.md "Quality"."""
 
     n: int = Field(1, ge=1, le=16, description="Candidates per segment; 1: greedy alone.")
+    markup_n: int = Field(
+        1,
+        ge=1,
+        le=16,
+        description="Candidates per segment with placeholders (inline markup), where more "
+        "than `n`: the greedy output and `markup_n`-1 sampled with `sampling`, the one with "
+        "the fewest problems kept, so that a first try whose greedy output lost a "
+        "placeholder is not retried when a sampled one kept them all. On the CPU, with 2, "
+        "16 of 24 HTML units' first tries kept every placeholder against 9 (docs/"
+        "benchmarks.md, section 29).",
+    )
     sampling: SamplingSettings = Field(
         default_factory=lambda: SamplingSettings(temperature=0.7, top_p=0.95),
         description="Decoding settings of the sampled candidates.",
@@ -242,6 +253,7 @@ class CandidateSettings(_Strict):
     @model_validator(mode="after")
     def _candidates_differ(self) -> CandidateSettings:
         _sampled(self.n, self.sampling, "candidates.n", "candidates.sampling")
+        _sampled(self.markup_n, self.sampling, "candidates.markup_n", "candidates.sampling")
         return self
 
 

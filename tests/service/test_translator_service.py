@@ -80,14 +80,22 @@ class Script:
 
 @pytest.fixture(scope="module")
 def standin_pool(test_model: Path) -> Iterator[tuple[ModelPool, FakeEngines]]:
-    """Two models over stand-in engines: `plain` (output checks off, as the test servers
-    have them) and `checked` (on)."""
+    """Three models over stand-in engines: `plain` (output checks off, as the test servers
+    have them), `checked` (on) and `markup` (on, a sampled candidate beside the greedy first
+    try of a segment with placeholders: `candidates.markup_n`)."""
     languages = ["en", "de", "fr"]
     config = build_config(
         server_config(
             [
                 model_config("plain", test_model, languages=languages),
                 model_config("checked", test_model, languages=languages, checks={"enabled": True}),
+                model_config(
+                    "markup",
+                    test_model,
+                    languages=languages,
+                    checks={"enabled": True},
+                    candidates={"markup_n": 2},
+                ),
             ],
             port=1,
         ),
@@ -249,6 +257,32 @@ async def test_standin_flagged_first_output_is_retried_and_mended(
     assert answer.usage.prompt_tokens == sum(script.prompt_tokens)
     outputs = [len(tokenizer.encode(t, add_special_tokens=False)) + 1 for t in (SOURCE, GERMAN)]
     assert answer.usage.completion_tokens == sum(outputs)
+
+
+async def test_standin_markup_gets_a_sampled_candidate_and_keeps_the_one_with_its_tags(
+    standin_translator: Translator, standin_script: dict[str, Script]
+) -> None:
+    script = standin_script["markup"]
+    # The greedy first try (asked first) loses the link; the sampled one keeps it.
+    script.reply = lambda prompt, n: "Guten Morgen." if n == 0 else "Guten [Morgen](1)."
+    html = _request("markup", format="html")
+    answer = await standin_translator.translate(["Good <b>morning</b>."], html)
+    assert answer.texts == ["Guten <b>Morgen</b>."]
+    assert answer.warnings == ()
+    assert len(script.prompts) == 2  # one try: no retry, no fallback
+    assert answer.checks.retried == 0
+    # A plain text of the same model: the greedy try alone.
+    script.prompts.clear()
+    plain = await standin_translator.translate([SOURCE], _request("markup"))
+    assert plain.texts == ["Guten Morgen."]
+    assert len(script.prompts) == 1
+    # Both candidates lose it: retried as before (the markup retry's candidates and the
+    # fallback without the emphasis, started at once), the tags kept where they can be.
+    script.prompts.clear()
+    script.reply = lambda prompt, n: "Guten Morgen."
+    lost = await standin_translator.translate(["Good <b>morning</b>."], html)
+    assert lost.texts == ["Guten Morgen."]
+    assert len(script.prompts) > 2
 
 
 async def test_standin_a_retry_no_better_keeps_the_first_and_warns(

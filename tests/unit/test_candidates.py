@@ -55,3 +55,6 @@ def test_sampled_candidates_need_a_temperature() -> None:
     with pytest.raises(ConfigError, match=r"candidates.n > 1 needs"):
         build_config({"models": [bad]}, environ={})
     assert build_config({"models": [model]}, environ={}).models[0].candidates.n == 1
+    markup = {**model, "candidates": {"markup_n": 2, "sampling": {"temperature": 0}}}
+    with pytest.raises(ConfigError, match=r"candidates.markup_n > 1 needs"):
+        build_config({"models": [markup]}, environ={})

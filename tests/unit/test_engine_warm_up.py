@@ -126,3 +126,9 @@ async def test_without_checks_only_the_models_own_and_its_candidates(test_model:
         (None, False, 1, None),
         (SamplingSettings(temperature=0.5), False, 2, None),
     ]
+    # More candidates for segments with placeholders: their shape too.
+    more = settings.model_copy(
+        update={"candidates": settings.candidates.model_copy(update={"markup_n": 5})}
+    )
+    engine, _ = _engine(more)
+    assert engine.warm_up_shapes()[-1] == (SamplingSettings(temperature=0.5), False, 4, None)

@@ -494,7 +494,8 @@ class ModelEngine:
     def warm_up_shapes(self) -> list[tuple[SamplingSettings | None, bool, int, str | None]]:
         """(sampling, stop_loops, n, regex) of each way tolk asks this model to decode: its
         own sampling; where checks are on, with loop detection, the retry's sampling and
-        the markup retry's candidates (guided where configured); sampled candidates."""
+        the markup retry's candidates (guided where configured); sampled candidates (and those of
+        segments with placeholders)."""
         settings = self.settings
         checks, candidates = settings.checks, settings.candidates
         stop = checks.enabled and checks.stop_loops
@@ -511,6 +512,8 @@ class ModelEngine:
                 shapes.append((checks.retry_sampling, stop, 1, WARM_UP_REGEX))
         if candidates.n > 1:
             shapes.append((candidates.sampling, stop, candidates.n - 1, None))
+        if candidates.markup_n > candidates.n:
+            shapes.append((candidates.sampling, stop, candidates.markup_n - 1, None))
         return shapes
 
     async def warm_up(self, batches: Sequence[int] | None = None) -> float:

@@ -88,6 +88,17 @@ def from_model(masked: str, output: str, syntax: PlaceholderSyntax = "links") ->
     return _CODE.sub(lambda m: f"<x{m[1]}/>", output)
 
 
+# What is left of a link the model broke (`word](4)`, its `[` lost): never the source's
+# text, which has no brackets where its placeholders are shown as links (`shows_links`).
+_BROKEN_LINK = re.compile(r"\]\(\d+\)")
+
+
+def broken_link(masked: str, output: str, syntax: PlaceholderSyntax = "links") -> bool:
+    """Whether the model's output, back in tolk's form (`from_model`), still holds part of a
+    link it was shown: the client would get `](4)` as text."""
+    return shows_links(masked, syntax) and _BROKEN_LINK.search(output) is not None
+
+
 def identity(text: str) -> str:
     return text
 

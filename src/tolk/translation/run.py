@@ -28,7 +28,7 @@ from tolk.errors import PayloadTooLarge
 from tolk.languages import Lang
 from tolk.store.memories import Match
 from tolk.translation.checks import LOOP_MIN_CHARS, Verdict, loop_span, strip_cut_characters
-from tolk.translation.document import PLACEHOLDER, from_model
+from tolk.translation.document import PLACEHOLDER, broken_link, from_model
 from tolk.translation.fidelity import Attempt, firmer, lost_placeholders, select
 from tolk.translation.glossary import Glossary
 from tolk.translation.guide import placeholder_regex
@@ -355,9 +355,10 @@ class SegmentRun:
         self, index: int, text: str, stop: bool, job: EngineJob | None, form: FirstForm
     ) -> tuple[list[Attempt], Attempt]:
         """The segment's first try, and the output chosen of it: the greedy output (or, as
-        a retry, `checks.retry_sampling`'s) and, with `candidates.n` > 1, n-1 sampled ones
-        to choose among by minimum Bayes risk; as many as the request's `alternatives` if
-        more, the further ones only alternatives. `job`: the segment's, if the segment
+        a retry, `checks.retry_sampling`'s) and, with `candidates.n` > 1 (`markup_n` for a
+        segment with placeholders, where more), n-1 sampled ones to choose among by minimum
+        Bayes risk; as many as the request's `alternatives` if more, the further ones only
+        alternatives. `job`: the segment's, if the segment
         cache's step made it already."""
         if job is None:
             job = self.job(index, text, form.told, form.examples)
@@ -365,13 +366,15 @@ class SegmentRun:
         ids, budget = job.prompt_ids, job.max_tokens
         decoding = self._checks.retry_sampling if form.as_retry else None
         requests = [engine.generate_n(ids, budget, decoding, stop, 1, None, segments=size)]
-        if self._sampled:  # and sampled ones beside the greedy one
+        candidates, sampled = self._candidates.n, self._sampled
+        if PLACEHOLDER.search(text) is not None:  # `candidates.markup_n`'s
+            candidates = max(candidates, self._candidates.markup_n)
+            sampled = max(sampled, candidates - 1)
+        if sampled:  # and sampled ones beside the greedy one
             sampling = self._candidates.sampling
-            requests.append(
-                engine.generate_n(ids, budget, sampling, stop, self._sampled, segments=size)
-            )
+            requests.append(engine.generate_n(ids, budget, sampling, stop, sampled, segments=size))
         tries = await self._submitted(requests, text, job)
-        among = tries[: self._candidates.n]
+        among = tries[:candidates]
         first = among[0] if len(among) == 1 else await asyncio.to_thread(select, among)
         if self._copying is not None and job.examples:
             copied = "copied_example" in first.verdict.problems
@@ -526,8 +529,8 @@ class SegmentRun:
 
     def judge(self, text: str, generation: Generation, job: EngineJob) -> Attempt:
         """One output as a translation of `text`, and what the output checks find in it."""
-        target = self._target
-        output, cut = finish(text, generation, target, self._engine.settings.placeholders)
+        target, syntax = self._target, self._engine.settings.placeholders
+        output, cut = finish(text, generation, target, syntax)
         verdict = (
             self._output_checks.check(
                 PLACEHOLDER.sub(" ", text),
@@ -536,7 +539,9 @@ class SegmentRun:
                 target.tag,
                 finish_reason=generation.finish_reason,
                 cut_character=cut,
-                lost_placeholders=lost_placeholders(text, output),
+                # A link broken in the output is lost as surely as one left out.
+                lost_placeholders=lost_placeholders(text, output)
+                or broken_link(text, output, syntax),
                 examples=job.examples,
             )
             if self._checks.enabled
