@@ -276,6 +276,41 @@ async def test_standin_markup_gets_a_sampled_candidate_and_keeps_the_one_with_it
     plain = await standin_translator.translate([SOURCE], _request("markup"))
     assert plain.texts == ["Guten Morgen."]
     assert len(script.prompts) == 1
+    # The greedy output passes: the sampled candidate, still running, is not waited for
+    # but aborted in the engine.
+    script.prompts.clear()
+    script.reply = lambda prompt, n: "Guten [Morgen](1)."
+    arrived, release, aborted = asyncio.Event(), asyncio.Event(), asyncio.Event()
+
+    async def hold(prompt: str) -> None:
+        if len(script.prompts) == 1:  # the greedy one: answered once both are in the engine
+            await arrived.wait()
+            return
+        arrived.set()  # the sampled candidate: held until aborted
+        try:
+            await release.wait()
+        except asyncio.CancelledError:
+            aborted.set()
+            raise
+
+    script.hold = hold
+    try:
+        hedged = await standin_translator.translate(["Good <b>morning</b>."], html)
+        await asyncio.wait_for(aborted.wait(), 5)
+    finally:
+        script.hold = None
+    assert hedged.texts == ["Guten <b>Morgen</b>."]
+    assert len(script.prompts) == 2
+    # No twin for a pair whose plain first tries are mostly replaced by their retries'
+    # output (the model does not write its target well enough).
+    script.prompts.clear()
+    for _ in range(20):
+        standin_translator.first_tries.record("markup", "en", "de", True, 0.5)
+    alone = await standin_translator.translate(["Good <b>morning</b>."], html)
+    assert alone.texts == ["Guten <b>Morgen</b>."]
+    assert len(script.prompts) == 1
+    for _ in range(200):
+        standin_translator.first_tries.record("markup", "en", "de", False, 0.5)
     # Both candidates lose it: retried as before (the markup retry's candidates and the
     # fallback without the emphasis, started at once), the tags kept where they can be.
     script.prompts.clear()

@@ -355,25 +355,31 @@ class SegmentRun:
         self, index: int, text: str, stop: bool, job: EngineJob | None, form: FirstForm
     ) -> tuple[list[Attempt], Attempt]:
         """The segment's first try, and the output chosen of it: the greedy output (or, as
-        a retry, `checks.retry_sampling`'s) and, with `candidates.n` > 1 (`markup_n` for a
-        segment with placeholders, where more), n-1 sampled ones to choose among by minimum
-        Bayes risk; as many as the request's `alternatives` if more, the further ones only
-        alternatives. `job`: the segment's, if the segment
-        cache's step made it already."""
+        a retry, `checks.retry_sampling`'s) and, with `candidates.n` > 1, n-1 sampled ones
+        to choose among by minimum Bayes risk; as many as the request's `alternatives` if
+        more, the further ones only alternatives. A segment with placeholders gets
+        `candidates.markup_n`-1 where more and the model writes the pair (`writes`), waited
+        for only if the greedy output has problems where it would have none otherwise
+        (`_hedged`). `job`: the segment's, if
+        the segment cache's step made it already."""
         if job is None:
             job = self.job(index, text, form.told, form.examples)
         engine, size = self._engine, self._flow.progress.segments
         ids, budget = job.prompt_ids, job.max_tokens
         decoding = self._checks.retry_sampling if form.as_retry else None
         requests = [engine.generate_n(ids, budget, decoding, stop, 1, None, segments=size)]
-        candidates, sampled = self._candidates.n, self._sampled
-        if PLACEHOLDER.search(text) is not None:  # `candidates.markup_n`'s
-            candidates = max(candidates, self._candidates.markup_n)
-            sampled = max(sampled, candidates - 1)
+        candidates, sampled, hedged = self._candidates.n, self._sampled, False
+        markup_n = self._candidates.markup_n
+        if markup_n > candidates and PLACEHOLDER.search(text) is not None and self.writes():
+            # `candidates.markup_n`'s, only a hedge where no candidate is asked for otherwise.
+            hedged, candidates, sampled = not sampled, markup_n, max(sampled, markup_n - 1)
         if sampled:  # and sampled ones beside the greedy one
             sampling = self._candidates.sampling
             requests.append(engine.generate_n(ids, budget, sampling, stop, sampled, segments=size))
-        tries = await self._submitted(requests, text, job)
+        if hedged:
+            tries = await self._hedged(requests[0], requests[1], text, job)
+        else:
+            tries = await self._submitted(requests, text, job)
         among = tries[:candidates]
         first = among[0] if len(among) == 1 else await asyncio.to_thread(select, among)
         if self._copying is not None and job.examples:
@@ -494,6 +500,43 @@ class SegmentRun:
         finally:
             progress.in_flight -= 1
         return [self.judge(text, g, job) for batch in batches for g in batch]
+
+    def writes(self) -> bool:
+        """Whether the model writes the pair well enough for a sampled twin of a first try
+        to be worth its tokens: not where the pair's plain first tries are mostly replaced
+        by their retries' output (tolk.translation.watch: en-ne with the 0.5B Qwen, whose
+        markup units' first tries and their twins kept their placeholders in few cases,
+        each run to its budget where vLLM has no loop detection)."""
+        pair = (self._engine.name, self._source.tag, self._target.tag)
+        return not self._translator.first_tries.skipping(*pair)
+
+    async def _hedged(
+        self,
+        greedy: Awaitable[list[Generation]],
+        sampled: Awaitable[list[Generation]],
+        text: str,
+        job: EngineJob,
+    ) -> list[Attempt]:
+        """A first try's greedy output, and its sampled candidates only if it has problems.
+        They run beside it from the start (the prompt read once, no round more if they are
+        needed) and are aborted in the engine once the greedy output passes the checks, so
+        a segment whose greedy output is good waits for it alone, not for the longer of its
+        candidates (on one H200 at 120 markup units at once, waiting for both kept such
+        units at 1.0-1.3 s, about twice vLLM's server: docs/benchmarks.md section 29). The
+        tokens of aborted candidates are not in the request's usage."""
+        progress = self._flow.progress
+        progress.in_flight += 1
+        others = asyncio.ensure_future(sampled)
+        # An error of candidates no longer waited for is theirs alone: retrieved, not logged.
+        others.add_done_callback(lambda task: task.cancelled() or task.exception())
+        try:
+            first = [self.judge(text, g, job) for g in await greedy]
+            if not first[0].verdict.problems:
+                return first
+            return [*first, *(self.judge(text, g, job) for g in await others)]
+        finally:
+            others.cancel()  # aborted in the engine, if still running
+            progress.in_flight -= 1
 
     def job(
         self, index: int, text: str, told: Instructions, show_examples: bool = True
