@@ -767,6 +767,9 @@ def test_each_variant_switches_one_feature_off_on_every_model() -> None:
     assert off["markup-one-retry"].checks.markup_candidates == 1
     assert off["markup-one-retry"].checks.retry_sampling == model.checks.retry_sampling
     assert off["retry-greedy"].checks.retry_sampling == SamplingSettings()
+    assert off["markup-twin"].candidates.markup_n == 2
+    assert off["markup-twin-off"].candidates.markup_n == 1
+    assert off["markup-twin"].candidates.n == model.candidates.n
     assert model.checks.retry_min_mended == 0.2
     assert off["retry-always"].checks.retry_min_mended == 0
     assert model.checks.markup_fallback_early

@@ -61,6 +61,14 @@ def _checks(update: Mapping[str, Any]) -> Variant:
     )
 
 
+def _candidates(markup_n: int) -> Variant:
+    return _each(
+        lambda m: m.model_copy(
+            update={"candidates": m.candidates.model_copy(update={"markup_n": markup_n})}
+        )
+    )
+
+
 def _engine(update: Mapping[str, Any]) -> Variant:
     return _each(
         lambda m: m.model_copy(update={"engine": m.engine.model_copy(update=dict(update))})
@@ -116,6 +124,10 @@ VARIANTS: dict[str, Variant] = {
     # Every first try as usual (greedy, the examples shown where the model does not copy
     # them), however often its pair's retries replace it (checks.first_as_retry_limit).
     "first-as-usual": _checks({"first_as_retry_limit": 1.0}),
+    # A sampled twin beside the greedy first try of a segment with placeholders, or none
+    # (`candidates.markup_n` 2 or 1: the hedge, tolk.translation.run.SegmentRun._hedged).
+    "markup-twin": _candidates(2),
+    "markup-twin-off": _candidates(1),
     # A markup unit's plain-text fallback asked for after its markup retry, not beside it.
     "fallback-late": _checks({"markup_fallback_early": False}),
     # Whole-step CUDA graphs for steps that read prompts too (GPU with FlashAttention 3), not
