@@ -8,12 +8,19 @@
 RESULTS=${RESULTS:-/tmp/gpu-results}
 limit=${1:-540}
 [ -f "$RESULTS/progress.log" ] || { echo "nothing running here: no $RESULTS/progress.log"; exit 3; }
-t0=$(date +%s)
+pack() {  # into a temporary name first: a kill mid-write leaves the last whole pack
+  tar czf "$OUT/.results.tgz" --exclude='*.safetensors' -C "$(dirname "$RESULTS")" \
+    "$(basename "$RESULTS")" && mv "$OUT/.results.tgz" "$OUT/results.tgz"
+}
+t0=$(date +%s) packed=$(date +%s)
 while [ $(( $(date +%s) - t0 )) -lt "$limit" ]; do
   tail -n 1 "$RESULTS/progress.log" | grep -q "all done" && break
+  # Packed every minute too: the device may stop this call before $limit (the session's
+  # device time can run out), and what is under $OUT then still comes back.
+  if [ $(( $(date +%s) - packed )) -ge 60 ]; then pack; packed=$(date +%s); fi
   sleep 5
 done
 cat "$RESULTS/progress.log"
 nvidia-smi --query-gpu=utilization.gpu,memory.used --format=csv,noheader
-tar czf "$OUT/results.tgz" --exclude='*.safetensors' -C "$(dirname "$RESULTS")" "$(basename "$RESULTS")"
+pack
 ls -la "$OUT"
