@@ -9,8 +9,11 @@ RESULTS=${RESULTS:-/tmp/gpu-results}
 limit=${1:-540}
 [ -f "$RESULTS/progress.log" ] || { echo "nothing running here: no $RESULTS/progress.log"; exit 3; }
 pack() {  # into a temporary name first: a kill mid-write leaves the last whole pack
-  tar czf "$OUT/.results.tgz" --exclude='*.safetensors' -C "$(dirname "$RESULTS")" \
-    "$(basename "$RESULTS")" && mv "$OUT/.results.tgz" "$OUT/results.tgz"
+  # (tar's 1: a file changed as it was read, the bench still writing: packed all the same)
+  local rc=0
+  tar czf "$OUT/.results.tgz" --warning=no-file-changed --exclude='*.safetensors' \
+    -C "$(dirname "$RESULTS")" "$(basename "$RESULTS")" || rc=$?
+  [ "$rc" -le 1 ] && mv "$OUT/.results.tgz" "$OUT/results.tgz"
 }
 t0=$(date +%s) packed=$(date +%s)
 while [ $(( $(date +%s) - t0 )) -lt "$limit" ]; do

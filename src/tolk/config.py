@@ -238,12 +238,15 @@ class CandidateSettings(_Strict):
         1,
         ge=1,
         le=16,
-        description="Candidates per segment with placeholders (inline markup), where more "
-        "than `n`: the greedy output and `markup_n`-1 sampled with `sampling`, the one with "
-        "the fewest problems kept, so that a first try whose greedy output lost a "
-        "placeholder is not retried when a sampled one kept them all. On the CPU, with 2, "
-        "16 of 24 HTML units' first tries kept every placeholder against 9 (docs/"
-        "benchmarks.md, section 29).",
+        description="With output checks on, candidates for the first try of a segment with "
+        "placeholders (inline markup), where more than `n`: beside the greedy output, "
+        "`markup_n`-1 sampled with `sampling` (the prompt read once), waited for only if the "
+        "greedy output has problems, else aborted (their tokens are then not in the "
+        "request's usage); the one with the fewest problems kept. None for a pair whose "
+        "plain first tries are mostly replaced by their retries (`checks.first_as_retry_limit`"
+        ": the model does not write that language). With `n` > 1 or alternatives asked for, "
+        "as many are sampled and all waited for. On the CPU, with 2, 15 of 24 HTML units "
+        "were done in their first round against 8 (docs/benchmarks.md, section 29).",
     )
     sampling: SamplingSettings = Field(
         default_factory=lambda: SamplingSettings(temperature=0.7, top_p=0.95),

@@ -295,7 +295,10 @@ async def test_standin_markup_gets_a_sampled_candidate_and_keeps_the_one_with_it
 
     script.hold = hold
     try:
-        hedged = await standin_translator.translate(["Good <b>morning</b>."], html)
+        # (Bounded: were the twin waited for, this would wait for ever.)
+        hedged = await asyncio.wait_for(
+            standin_translator.translate(["Good <b>morning</b>."], html), 30
+        )
         await asyncio.wait_for(aborted.wait(), 5)
     finally:
         script.hold = None
@@ -317,7 +320,27 @@ async def test_standin_markup_gets_a_sampled_candidate_and_keeps_the_one_with_it
     script.reply = lambda prompt, n: "Guten Morgen."
     lost = await standin_translator.translate(["Good <b>morning</b>."], html)
     assert lost.texts == ["Guten Morgen."]
-    assert len(script.prompts) > 2
+    # The greedy try and its twin; the markup retry (one request of 4); the fallback's one
+    # (its text has no placeholders left, so no twin).
+    assert len(script.prompts) == 4
+    assert [w.code for w in lost.warnings] == ["markup_dropped"]
+    # A twin that fails: the greedy output goes on as it would without one (retried).
+    from vllm.v1.engine.exceptions import EngineGenerateError
+
+    script.prompts.clear()
+    script.reply = lambda prompt, n: "Guten Morgen." if n == 0 else "Guten [Morgen](1)."
+
+    async def fail_twin(prompt: str) -> None:
+        if len(script.prompts) == 2:
+            raise EngineGenerateError("the twin's engine request failed")
+
+    script.hold = fail_twin
+    try:
+        mended = await standin_translator.translate(["Good <b>morning</b>."], html)
+    finally:
+        script.hold = None
+    assert mended.texts == ["Guten <b>Morgen</b>."]
+    assert mended.checks.retried == 1
 
 
 async def test_standin_a_retry_no_better_keeps_the_first_and_warns(

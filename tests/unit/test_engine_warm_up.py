@@ -131,4 +131,14 @@ async def test_without_checks_only_the_models_own_and_its_candidates(test_model:
         update={"candidates": settings.candidates.model_copy(update={"markup_n": 5})}
     )
     engine, _ = _engine(more)
-    assert engine.warm_up_shapes()[-1] == (SamplingSettings(temperature=0.5), False, 4, None)
+    # Checks off: a twin is never needed (nothing finds a problem in the greedy output).
+    assert engine.warm_up_shapes()[-1] == (SamplingSettings(temperature=0.5), False, 2, None)
+    checked = more.model_copy(update={"checks": more.checks.model_copy(update={"enabled": True})})
+    engine, _ = _engine(checked)
+    assert engine.warm_up_shapes()[-1] == (SamplingSettings(temperature=0.5), True, 4, None)
+    # No more than `n`: nothing added.
+    fewer = checked.model_copy(
+        update={"candidates": checked.candidates.model_copy(update={"markup_n": 3})}
+    )
+    engine, _ = _engine(fewer)
+    assert engine.warm_up_shapes()[-1] == (SamplingSettings(temperature=0.5), True, 2, None)

@@ -512,7 +512,7 @@ class ModelEngine:
                 shapes.append((checks.retry_sampling, stop, 1, WARM_UP_REGEX))
         if candidates.n > 1:
             shapes.append((candidates.sampling, stop, candidates.n - 1, None))
-        if candidates.markup_n > candidates.n:
+        if candidates.markup_n > candidates.n and checks.enabled:
             shapes.append((candidates.sampling, stop, candidates.markup_n - 1, None))
         return shapes
 

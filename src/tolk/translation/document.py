@@ -48,6 +48,7 @@ PLACEHOLDER = re.compile(r"<(/?)g(\d+)>|<x(\d+)\s*/>")
 # placeholder). Converted by hand both ways: the forms are tolk's, no library knows them.
 _LINK = re.compile(r"\[([^\[\]]*)\]\((\d+)\)")
 _CODE = re.compile(r"`(\d+)`")
+_BROKEN_LINK = re.compile(r"\]\(\d+\)")
 
 
 def shows_links(masked: str, syntax: PlaceholderSyntax = "links") -> bool:
@@ -85,18 +86,11 @@ def from_model(masked: str, output: str, syntax: PlaceholderSyntax = "links") ->
         if paired == output:
             break
         output = paired
+    # What is left of a link the model broke (`word](4)`, its `[` lost) is not text of the
+    # source, which has no brackets where its placeholders are shown as links: dropped, so
+    # that it never reaches the client; its placeholder, if the source has it, is lost.
+    output = _BROKEN_LINK.sub("", output)
     return _CODE.sub(lambda m: f"<x{m[1]}/>", output)
-
-
-# What is left of a link the model broke (`word](4)`, its `[` lost): never the source's
-# text, which has no brackets where its placeholders are shown as links (`shows_links`).
-_BROKEN_LINK = re.compile(r"\]\(\d+\)")
-
-
-def broken_link(masked: str, output: str, syntax: PlaceholderSyntax = "links") -> bool:
-    """Whether the model's output, back in tolk's form (`from_model`), still holds part of a
-    link it was shown: the client would get `](4)` as text."""
-    return shows_links(masked, syntax) and _BROKEN_LINK.search(output) is not None
 
 
 def identity(text: str) -> str:

@@ -17,6 +17,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
+import logging
 import re
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -24,11 +25,11 @@ from typing import TYPE_CHECKING, TypeVar
 
 from tolk.config import PlaceholderSyntax
 from tolk.engine import Generation, ModelEngine
-from tolk.errors import PayloadTooLarge
+from tolk.errors import PayloadTooLarge, TolkError
 from tolk.languages import Lang
 from tolk.store.memories import Match
 from tolk.translation.checks import LOOP_MIN_CHARS, Verdict, loop_span, strip_cut_characters
-from tolk.translation.document import PLACEHOLDER, broken_link, from_model
+from tolk.translation.document import PLACEHOLDER, from_model
 from tolk.translation.fidelity import Attempt, firmer, lost_placeholders, select
 from tolk.translation.glossary import Glossary
 from tolk.translation.guide import placeholder_regex
@@ -43,6 +44,7 @@ if TYPE_CHECKING:
     from tolk.translation.service import Translator
 
 T = TypeVar("T")
+log = logging.getLogger("tolk.translation")
 
 _LINE_BREAKS = re.compile(r"\s*[\n\r\v\f\x1c-\x1e\x85\u2028\u2029]\s*")
 
@@ -370,7 +372,8 @@ class SegmentRun:
         requests = [engine.generate_n(ids, budget, decoding, stop, 1, None, segments=size)]
         candidates, sampled, hedged = self._candidates.n, self._sampled, False
         markup_n = self._candidates.markup_n
-        if markup_n > candidates and PLACEHOLDER.search(text) is not None and self.writes():
+        twin = markup_n > candidates and self._checks.enabled  # (unchecked, never needed)
+        if twin and PLACEHOLDER.search(text) is not None and self.writes():
             # `candidates.markup_n`'s, only a hedge where no candidate is asked for otherwise.
             hedged, candidates, sampled = not sampled, markup_n, max(sampled, markup_n - 1)
         if sampled:  # and sampled ones beside the greedy one
@@ -533,7 +536,11 @@ class SegmentRun:
             first = [self.judge(text, g, job) for g in await greedy]
             if not first[0].verdict.problems:
                 return first
-            return [*first, *(self.judge(text, g, job) for g in await others)]
+            try:
+                return [*first, *(self.judge(text, g, job) for g in await others)]
+            except TolkError as exc:  # the greedy output is in hand: it goes on as without
+                log.warning("a sampled twin of segment %d failed: %s", job.index, exc)
+                return first
         finally:
             others.cancel()  # aborted in the engine, if still running
             progress.in_flight -= 1
@@ -572,8 +579,8 @@ class SegmentRun:
 
     def judge(self, text: str, generation: Generation, job: EngineJob) -> Attempt:
         """One output as a translation of `text`, and what the output checks find in it."""
-        target, syntax = self._target, self._engine.settings.placeholders
-        output, cut = finish(text, generation, target, syntax)
+        target = self._target
+        output, cut = finish(text, generation, target, self._engine.settings.placeholders)
         verdict = (
             self._output_checks.check(
                 PLACEHOLDER.sub(" ", text),
@@ -582,9 +589,7 @@ class SegmentRun:
                 target.tag,
                 finish_reason=generation.finish_reason,
                 cut_character=cut,
-                # A link broken in the output is lost as surely as one left out.
-                lost_placeholders=lost_placeholders(text, output)
-                or broken_link(text, output, syntax),
+                lost_placeholders=lost_placeholders(text, output),
                 examples=job.examples,
             )
             if self._checks.enabled

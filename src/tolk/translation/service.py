@@ -311,7 +311,9 @@ class Translator:
         with engine.admit(segments) as window:
             started = time.monotonic()
             slots = asyncio.Semaphore(window)
-            # Each segment is 1 + its sampled outputs' sequences in the engine's batch.
+            # Each segment is 1 + its sampled outputs' sequences in the engine's batch (a
+            # markup segment's twin, `candidates.markup_n`, not counted: aborted once the
+            # greedy output passes, it runs whole only where a retry would have run).
             sampled = max(engine.settings.candidates.n - 1, request.alternatives)
             deadline.extend(
                 work_deadline(0, self.limits.segment_seconds, segments * (1 + sampled), window)
