@@ -4,10 +4,12 @@ and the problems the checks found in its tries (from the server's /metrics befor
 the unit, so nothing else may use the server meanwhile). `bench quality` gives only a
 phase's totals; this says which units take the retries (docs/benchmarks.md §25).
 
-    .venv/bin/python scripts/markup-unit-cost.py [config] [pairs] [units per format]
-    # defaults: configs/qwen2.5-coder-0.5b.yaml en-de,en-es 12
+    .venv/bin/python scripts/markup-unit-cost.py [config] [pairs] [units per format] [change]
+    # defaults: configs/qwen2.5-coder-0.5b.yaml en-de,en-es 12 '{}'
+    # change: JSON merged into each model, e.g. '{"candidates": {"markup_n": 1}}'
 
-Writes .runtime/markup-unit-cost/units.json (every unit) and prints a table per pair.
+Writes .runtime/markup-unit-cost/units.json (every unit) and prints a table per format and
+pair (the units' p50 seconds too).
 """
 
 from __future__ import annotations
@@ -55,12 +57,14 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def main(config: Path, pairs: list[str], count: int) -> None:
+def main(config: Path, pairs: list[str], count: int, change: dict[str, Any]) -> None:
     settings = yaml.safe_load(config.read_text())
     port = free_port()
     settings["server"] |= {"host": "127.0.0.1", "port": port, "request_timeout": 600}
     for model in settings["models"]:
         model["path"] = str((config.parent / model["path"]).resolve())
+        for key, value in change.items():  # one level deep: {"candidates": {"markup_n": 1}}
+            model[key] = {**model.get(key, {}), **value} if isinstance(value, dict) else value
     settings["segment_cache"] = {"enabled": False}  # every unit to the engine
     OUT.mkdir(parents=True, exist_ok=True)
     (OUT / "config.yaml").write_text(yaml.safe_dump(settings))
@@ -104,12 +108,12 @@ def main(config: Path, pairs: list[str], count: int) -> None:
         server.wait(120)
     (OUT / "units.json").write_text(json.dumps(rows, indent=1))
     table = [
-        "| pair | units | lost placeholders on a first try | engine requests a unit (median) "
-        "| generated tokens a unit: kept at once / lost (median) |",
-        "|---|---|---|---|---|",
+        "| format | pair | units | lost placeholders on a first try | engine requests a unit "
+        "(median) | generated tokens a unit: kept at once / lost (median) | p50 s |",
+        "|---|---|---|---|---|---|---|",
     ]
-    for pair in dict.fromkeys(r["pair"] for r in rows):
-        mine = [r for r in rows if r["pair"] == pair]
+    for form, pair in dict.fromkeys((r["format"], r["pair"]) for r in rows):
+        mine = [r for r in rows if (r["format"], r["pair"]) == (form, pair)]
         lost = [r for r in mine if r.get("problem placeholders")]
         kept = [r for r in mine if not r.get("problem placeholders")]
         requests = statistics.median(r.get("request_success", 0) for r in mine)
@@ -117,7 +121,11 @@ def main(config: Path, pairs: list[str], count: int) -> None:
             str(statistics.median(r.get("generation_tokens", 0) for r in group)) if group else "-"
             for group in (kept, lost)
         ]
-        table.append(f"| {pair} | {len(mine)} | {len(lost)} | {requests} | {made[0]} / {made[1]} |")
+        p50 = statistics.median(r["seconds"] for r in mine)
+        table.append(
+            f"| {form} | {pair} | {len(mine)} | {len(lost)} | {requests} "
+            f"| {made[0]} / {made[1]} | {p50:.1f} |"
+        )
     sys.stdout.write("\n".join([*table, f"wrote {OUT / 'units.json'}", ""]))
 
 
@@ -134,4 +142,5 @@ if __name__ == "__main__":
         Path(args[0]) if args else ROOT / "configs/qwen2.5-coder-0.5b.yaml",
         (args[1] if len(args) > 1 else "en-de,en-es").split(","),
         int(args[2]) if len(args) > 2 else 12,
+        json.loads(args[3]) if len(args) > 3 else {},
     )
