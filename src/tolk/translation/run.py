@@ -360,10 +360,10 @@ class SegmentRun:
         a retry, `checks.retry_sampling`'s) and, with `candidates.n` > 1, n-1 sampled ones
         to choose among by minimum Bayes risk; as many as the request's `alternatives` if
         more, the further ones only alternatives. A segment with placeholders gets
-        `candidates.markup_n`-1 where more and the model writes the pair (`writes`), waited
-        for only if the greedy output has problems where it would have none otherwise
-        (`_hedged`). `job`: the segment's, if
-        the segment cache's step made it already."""
+        `candidates.markup_n`-1 where that is more and the model writes the pair (`writes`);
+        where it would get none otherwise they are a hedge, waited for only if the greedy
+        output has problems (`_hedged`). `job`: the segment's, if the segment cache's step
+        made it already."""
         if job is None:
             job = self.job(index, text, form.told, form.examples)
         engine, size = self._engine, self._flow.progress.segments
@@ -372,7 +372,8 @@ class SegmentRun:
         requests = [engine.generate_n(ids, budget, decoding, stop, 1, None, segments=size)]
         candidates, sampled, hedged = self._candidates.n, self._sampled, False
         markup_n = self._candidates.markup_n
-        twin = markup_n > candidates and self._checks.enabled  # (unchecked, never needed)
+        # Without checks nothing finds a problem in the greedy output: a twin is never needed.
+        twin = markup_n > candidates and self._checks.enabled
         if twin and PLACEHOLDER.search(text) is not None and self.writes():
             # `candidates.markup_n`'s, only a hedge where no candidate is asked for otherwise.
             hedged, candidates, sampled = not sampled, markup_n, max(sampled, markup_n - 1)
