@@ -356,6 +356,14 @@ class ModelSettings(_Strict):
         return self
 
     @property
+    def markup_twins(self) -> int:
+        """Sampled twins beside a markup segment's greedy first try (`candidates.markup_n`):
+        where more than `candidates.n` and the checks are on (without them nothing finds a
+        problem in the greedy output, so a twin is never needed)."""
+        n, markup_n = self.candidates.n, self.candidates.markup_n
+        return markup_n - 1 if markup_n > n and self.checks.enabled else 0
+
+    @property
     def coverage(self) -> LanguageCoverage:
         return LanguageCoverage(
             languages=self.languages, pairs=tuple(parse_pair(p) for p in self.pairs)

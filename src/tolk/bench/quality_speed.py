@@ -55,24 +55,19 @@ def _examples(count: int) -> Variant:
     return _model({"prompt_examples": count})
 
 
+def _part(part: str, update: Mapping[str, Any]) -> Variant:
+    """`update` to one part of every model's settings (`checks`, `candidates`, `engine`)."""
+    return _each(
+        lambda m: m.model_copy(update={part: getattr(m, part).model_copy(update=dict(update))})
+    )
+
+
 def _checks(update: Mapping[str, Any]) -> Variant:
-    return _each(
-        lambda m: m.model_copy(update={"checks": m.checks.model_copy(update=dict(update))})
-    )
-
-
-def _candidates(markup_n: int) -> Variant:
-    return _each(
-        lambda m: m.model_copy(
-            update={"candidates": m.candidates.model_copy(update={"markup_n": markup_n})}
-        )
-    )
+    return _part("checks", update)
 
 
 def _engine(update: Mapping[str, Any]) -> Variant:
-    return _each(
-        lambda m: m.model_copy(update={"engine": m.engine.model_copy(update=dict(update))})
-    )
+    return _part("engine", update)
 
 
 def _compiled(update: Mapping[str, Any]) -> Variant:
@@ -126,8 +121,8 @@ VARIANTS: dict[str, Variant] = {
     "first-as-usual": _checks({"first_as_retry_limit": 1.0}),
     # A sampled twin beside the greedy first try of a segment with placeholders, or none
     # (`candidates.markup_n` 2 or 1: the hedge, tolk.translation.run.SegmentRun._hedged).
-    "markup-twin": _candidates(2),
-    "markup-twin-off": _candidates(1),
+    "markup-twin": _part("candidates", {"markup_n": 2}),
+    "markup-twin-off": _part("candidates", {"markup_n": 1}),
     # A markup unit's plain-text fallback asked for after its markup retry, not beside it.
     "fallback-late": _checks({"markup_fallback_early": False}),
     # Whole-step CUDA graphs for steps that read prompts too (GPU with FlashAttention 3), not

@@ -512,8 +512,8 @@ class ModelEngine:
                 shapes.append((checks.retry_sampling, stop, 1, WARM_UP_REGEX))
         if candidates.n > 1:
             shapes.append((candidates.sampling, stop, candidates.n - 1, None))
-        if candidates.markup_n > candidates.n and checks.enabled:
-            shapes.append((candidates.sampling, stop, candidates.markup_n - 1, None))
+        if settings.markup_twins:
+            shapes.append((candidates.sampling, stop, settings.markup_twins, None))
         return shapes
 
     async def warm_up(self, batches: Sequence[int] | None = None) -> float:

@@ -80,8 +80,7 @@ def examples(
     if count <= 0 or not (_sampled(source) and _sampled(target)):
         return []
     marked = _markup_example(source.code, target.code) if markup else None
-    plain = list(_pairs(source.code, target.code, longest))
-    chosen = plain[: count - 1 if marked else count]
+    chosen = list(_pairs(source.code, target.code, longest)[: count - 1 if marked else count])
     # The example with placeholders goes last, next to the text that has them.
     if marked is not None:
         chosen.append(marked)

@@ -183,6 +183,7 @@ class SegmentRun:
         "_target",
         "_tm",
         "_translator",
+        "_twins",
     )
 
     def __init__(
@@ -199,6 +200,7 @@ class SegmentRun:
         settings = engine.settings
         checks = self._checks = settings.checks
         self._candidates = settings.candidates
+        self._twins = settings.markup_twins
         self._instructed = settings.prompt_format in INSTRUCTED
         self._alternatives = request.alternatives
         # A first try samples this many outputs beside the greedy one.
@@ -371,12 +373,10 @@ class SegmentRun:
         decoding = self._checks.retry_sampling if form.as_retry else None
         requests = [engine.generate_n(ids, budget, decoding, stop, 1, None, segments=size)]
         candidates, sampled, hedged = self._candidates.n, self._sampled, False
-        markup_n = self._candidates.markup_n
-        # Without checks nothing finds a problem in the greedy output: a twin is never needed.
-        twin = markup_n > candidates and self._checks.enabled
-        if twin and PLACEHOLDER.search(text) is not None and self.writes():
+        twins = self._twins
+        if twins and form.markup and self.writes():
             # `candidates.markup_n`'s, only a hedge where no candidate is asked for otherwise.
-            hedged, candidates, sampled = not sampled, markup_n, max(sampled, markup_n - 1)
+            hedged, candidates, sampled = not sampled, 1 + twins, max(sampled, twins)
         if sampled:  # and sampled ones beside the greedy one
             sampling = self._candidates.sampling
             requests.append(engine.generate_n(ids, budget, sampling, stop, sampled, segments=size))
@@ -405,15 +405,16 @@ class SegmentRun:
         took 0.4-1.5 s longer, docs/benchmarks.md section 23)."""
         pair = (self._engine.name, self._source.tag, self._target.tag)
         first, copying = self._first_watch, self._copying
+        markup = PLACEHOLDER.search(text) is not None
         # Only plain texts are the first-try watch's: measured and switched.
-        watched = first is not None and not PLACEHOLDER.search(text)
+        watched = first is not None and not markup
         if watched and first is not None and not first.do(*pair):
             problems = self._translator.replaced.get(pair, ())
             told_again = self.told_again(text, told, Verdict(problems))
-            return FirstForm(told, told_again, False, watched, as_retry=True)
+            return FirstForm(told, told_again, False, watched, markup, as_retry=True)
         if copying is None or copying.do(*pair):
-            return FirstForm(told, told, True, watched)
-        return FirstForm(told, self.told_again(text, told, COPIED), False, watched)
+            return FirstForm(told, told, True, watched, markup)
+        return FirstForm(told, self.told_again(text, told, COPIED), False, watched, markup)
 
     def told_again(self, text: str, told: Instructions, problems: Verdict) -> Instructions:
         """A retry's instructions after `problems`: firmer, where `checks.retry_instruction`."""
@@ -637,12 +638,14 @@ class FirstForm:
     """How a segment's first try goes (SegmentRun.first_form): `asked`, the request's
     instructions (what a retry starts from), `told`, the first try's, whether it shows the
     pair's `examples`, whether the pair's first-try watch measures it (`watched`: a plain
-    text) and whether it goes `as_retry` (with `checks.retry_sampling`)."""
+    text), whether the segment has placeholders (`markup`) and whether it goes `as_retry`
+    (with `checks.retry_sampling`)."""
 
     asked: Instructions
     told: Instructions
     examples: bool
     watched: bool
+    markup: bool
     as_retry: bool = False
 
 
