@@ -5,7 +5,9 @@ Against a running server (`--url`) or one started for the run from a config (`--
 stopped afterwards). Text formats go to /translate with `stream: true`, so each file's bar
 moves segment by segment and shows how many of its segments are in the engine; a file a
 library opens (office files, OpenDocument, EPUB, PDF, XLIFF, locale files, gettext catalogues;
-and a text file over the server's body limit) goes to /translate/file in one piece.
+and a text file over the server's body limit) goes to /translate/file in one piece. A file the
+server refuses for now (503: its model at capacity, as when this run's own files fill it) is
+sent again after the server's Retry-After, within the file's `--timeout`.
 """
 
 from __future__ import annotations
@@ -14,7 +16,8 @@ import asyncio
 import contextlib
 import sys
 import tempfile
-from collections.abc import Iterator
+import time
+from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any
@@ -39,6 +42,8 @@ console = Console(stderr=True, width=None if sys.stderr.isatty() else 160)
 # Text files up to this size go to /translate (streamed); larger ones, and any the server
 # finds over its body limit, to /translate/file.
 STREAM_LIMIT = 120 << 10
+# The longest a 503's Retry-After is waited for at once (a proxy's may be long).
+MAX_RETRY_AFTER = 30.0
 
 
 @dataclass(frozen=True)
@@ -49,6 +54,14 @@ class Job:
 
 class TranslateFailed(Exception):
     pass
+
+
+class ServerBusy(TranslateFailed):
+    """A 503: the server asks for the file again in `retry_after` seconds."""
+
+    def __init__(self, message: str, retry_after: float) -> None:
+        super().__init__(message)
+        self.retry_after = retry_after
 
 
 def translate_command(
@@ -153,7 +166,13 @@ async def _translate_all(
             task = progress.add_task(job.source.name, total=None, count="waiting", in_flight="")
             async with slots:
                 try:
-                    content = await _translate(client, job, options, progress, task)
+                    content = await _again_while_busy(
+                        lambda: _translate(client, job, options, progress, task),
+                        time.monotonic() + seconds,
+                        lambda wait: progress.update(
+                            task, count=f"server busy: again in {wait:g} s"
+                        ),
+                    )
                 except (TranslateFailed, httpx.HTTPError) as exc:
                     failures.append((job, str(exc) or type(exc).__name__))
                     progress.update(task, description=f"[red]{job.source.name}", in_flight="")
@@ -166,6 +185,21 @@ async def _translate_all(
         with progress:
             await asyncio.gather(*(one(job) for job in planned))
     return failures
+
+
+async def _again_while_busy(
+    send: Callable[[], Awaitable[bytes]], deadline: float, waiting: Callable[[float], object]
+) -> bytes:
+    """`send()`'s translation, sent again after each 503's Retry-After (its wait told to
+    `waiting`) while the file's time allows."""
+    while True:
+        try:
+            return await send()
+        except ServerBusy as busy:
+            if time.monotonic() + busy.retry_after >= deadline:
+                raise
+            waiting(busy.retry_after)
+            await asyncio.sleep(busy.retry_after)  # the server's own word on when
 
 
 async def _translate(
@@ -233,7 +267,11 @@ def _raise_for_error(response: httpx.Response) -> None:
         message = _message(response.json())
     except ValueError:
         message = response.text[:200]
-    raise TranslateFailed(f"HTTP {response.status_code}: {message}")
+    text = f"HTTP {response.status_code}: {message}"
+    after = response.headers.get("Retry-After", "")
+    if response.status_code == 503 and after.isdigit():
+        raise ServerBusy(text, min(float(after), MAX_RETRY_AFTER))
+    raise TranslateFailed(text)
 
 
 def _message(body: dict[str, Any]) -> str:
