@@ -188,6 +188,20 @@ class CheckSettings(_Strict):
         "their plain text at once (one in 10 is still retried, so that the share keeps being "
         "measured); 0: always retried (tolk.translation.watch).",
     )
+    markup_skip_limit: float = Field(
+        0.8,
+        gt=0,
+        le=1,
+        description="A language pair whose markup units kept their markup whole (first try "
+        "or markup retry) in less than 1 minus this share of its last 200 sent so has its "
+        "next requests' units start without their emphasis (`markup_dropped`), and where "
+        "those rarely keep theirs either, run by run, the markup where it was "
+        "(`markup_split`): each rung skipped is an engine request or more a unit that "
+        "would fail it anyway (on one H200, en-ne's markup units, 3 of 24 kept whole and 17 "
+        "ending run by run, made 71% of tolk's markup tokens: docs/benchmarks.md, section "
+        "29). One request in 10 still tries each rung skipped, so the shares keep being "
+        "measured; 1: every unit whole first (tolk.translation.watch).",
+    )
     retry_min_mended: float = Field(
         0.2,
         ge=0,

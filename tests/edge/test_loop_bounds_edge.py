@@ -252,8 +252,18 @@ async def test_a_burst_of_requests_prepared_on_the_loop_leaves_it_free(
         )
         stop.set()
         await probing
-    assert [a.status_code for a in answers] == [200] * len(bodies)
-    assert all(len(json.loads(a.text)["translation"]) > 0 for a in answers)
+    # Each is prepared (on the loop) before it asks for engine places, so the burst tests
+    # the loop either way; past the model's capacity (16 running, 24 waiting) a request is
+    # refused whole with tolk's 503 and its Retry-After, as any would be.
+    statuses = [a.status_code for a in answers]
+    assert set(statuses) <= {200, 503}, statuses
+    assert statuses.count(200) >= len(bodies) // 2, statuses
+    for answer in answers:
+        if answer.status_code == 503:
+            assert answer.json()["error"]["code"] == "overloaded", answer.text
+            assert int(answer.headers["Retry-After"]) >= 1
+        else:
+            assert len(answer.json()["translation"]) > 0
     assert waits, "no /health probe completed"
     assert max(waits) < 1.0, f"/health waited {max(waits):.2f} s behind the burst"
 

@@ -122,8 +122,52 @@ def test_a_pair_whose_first_tries_copy_gets_them_without_examples(
 @pytest.fixture
 def dropping(test_model: Path) -> Iterator[tuple[InProcessServer, FakeLLM]]:
     """A stand-in model that always answers the plain translation: every placeholder of a
-    unit with markup is lost, and no markup retry brings one back."""
-    yield from scripted_server(test_model, "dropper", lambda prompt, _: TRANSLATION)
+    unit with markup is lost, and no markup retry brings one back. Every unit sent whole
+    (`markup_skip_limit` 1: the markup retry's watch alone is this fixture's subject)."""
+    checks = {"enabled": True, "markup_skip_limit": 1.0}
+    yield from scripted_server(test_model, "dropper", lambda prompt, _: TRANSLATION, checks=checks)
+
+
+@pytest.fixture
+def losing(test_model: Path) -> Iterator[tuple[InProcessServer, FakeLLM]]:
+    """The same stand-in (the plain translation, whatever it is asked) with the shipped
+    markup settings: a unit with a link keeps its markup neither whole nor without its
+    emphasis, only run by run."""
+    yield from scripted_server(test_model, "loser", lambda prompt, _: TRANSLATION)
+
+
+def test_a_pair_whose_units_never_keep_their_markup_goes_run_by_run_at_once(
+    losing: tuple[InProcessServer, FakeLLM],
+) -> None:
+    """tolk.translation.watch: a unit with markup goes whole, then without its emphasis,
+    then run by run; once a pair's units have kept their markup neither whole nor without
+    emphasis in MIN_SEEN, its requests start run by run (`checks.markup_skip_limit`), one
+    engine request a run, save a probe of each rung skipped in PROBE_EVERY. Nothing is
+    hidden: each answer keeps the link and says `markup_split`."""
+    from tolk.translation.watch import MIN_SEEN, PROBE_EVERY
+
+    server, llm = losing
+    text = "The **museum** opens at [nine](https://example.com/9) in the morning."
+
+    def translate() -> int:
+        before = llm.requests
+        answer = translated(server, text, format="markdown")
+        assert [w["code"] for w in answer["warnings"]] == ["markup_split"], answer
+        assert answer["translation"].count("](https://example.com/9)") == 1, answer
+        assert answer["translation"].count("**") == 2, answer
+        return llm.requests - before
+
+    learning = [translate() for _ in range(MIN_SEEN)]
+    skipping = [translate() for _ in range(2 * PROBE_EVERY)]
+    runs = min(skipping)
+    assert runs == 5  # "The", "museum", "opens at", "nine", "in the morning."
+    assert min(learning) >= runs + 2  # the whole unit's first try and its plain text's
+    # Two probes sent whole (one in PROBE_EVERY) and one sent without emphasis.
+    assert sum(n > runs for n in skipping) == 3, skipping
+    metrics = httpx.get(f"{server.url}/metrics", timeout=30).text
+    for step in ("markup_whole", "markup_plain"):
+        labels = {"model": "loser", "pair": "en>de", "step": step}
+        assert (labels, 1.0) in metric_samples(metrics, "tolk_pair_skipping"), step
 
 
 def test_a_pair_whose_markup_retries_never_mend_falls_back_at_once(
@@ -159,6 +203,19 @@ def test_a_pair_whose_markup_retries_never_mend_falls_back_at_once(
     first_tries = {"model": "dropper", "pair": "en>de", "step": "first_try"}
     skipping = metric_samples(named, "tolk_pair_skipping")
     assert sorted(skipping, key=str) == sorted([(labels, 1.0), (first_tries, 0.0)], key=str)
+
+
+def test_a_document_whose_only_unit_goes_run_by_run_is_translated(
+    losing: tuple[InProcessServer, FakeLLM],
+) -> None:
+    """A unit over `max_segment_tokens` goes run by run from the start (as units started so
+    by the watch above do): with no unit sent whole beside it, its runs are the first pass,
+    not left untranslated."""
+    server, _ = losing
+    text = "The museum opens at nine in the morning and closes at six. " * 30
+    answer = translated(server, text.strip(), format="markdown")
+    assert answer["warnings"] == [], answer
+    assert answer["translation"].count(TRANSLATION) >= 2, answer
 
 
 @pytest.fixture

@@ -69,7 +69,7 @@ class VllmRelease:
 
 def loop_detection(min_pattern_size: int, max_pattern_size: int, min_count: int) -> Any | None:
     """vLLM's repetition detection for SamplingParams (`repetition_detection`), or None on
-    a release without it (0.26: a loop then runs to its budget)."""
+    a release without it (a loop then runs to its budget; 0.26, the GPU kit's, has it)."""
     from vllm import sampling_params
 
     params = getattr(sampling_params, "RepetitionDetectionParams", None)

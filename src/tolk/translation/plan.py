@@ -37,6 +37,9 @@ class Done:
 
 
 Via = Literal["whole", "plain", "runs", "original"]
+# Where a request's units with markup start (tolk.translation.watch: the rungs a pair's units
+# rarely get through are skipped).
+Start = Literal["whole", "plain", "runs"]
 
 
 class DocumentPlan:
@@ -47,10 +50,19 @@ class DocumentPlan:
     bold and italics are dropped (links, images and code kept), and the text is flagged
     `markup_dropped`. Only what
     even that cannot keep, and units over the budget, go run by run: their text runs cut like
-    text, the markup where it was. Identical segments are translated once."""
+    text, the markup where it was. Identical segments are translated once.
+
+    `start`: where units with markup start, the rungs before it skipped (the pair's units
+    rarely keep their markup there: tolk.translation.watch); a unit started run by run is
+    flagged `markup_split` as one that falls back there is. `judged()` tells, after each
+    `restore`, how the units sent whole or plain fared."""
 
     def __init__(
-        self, docs: Sequence[Document], cut: Splitter, fits: Callable[[str], bool]
+        self,
+        docs: Sequence[Document],
+        cut: Splitter,
+        fits: Callable[[str], bool],
+        start: Start = "whole",
     ) -> None:
         self.docs = docs
         self._cut = cut
@@ -59,17 +71,24 @@ class DocumentPlan:
         runs: dict[str, None] = {}
         # Where each unit stands: how it is (to be) translated.
         self.via: dict[tuple[int, int], Via] = {}
+        self.fell_back: set[tuple[int, int]] = set()  # went run by run for their markup
         for d, doc in enumerate(docs):
             for u, unit in enumerate(doc.units):
-                masked = unit.masked
-                if masked is not None and (doc.cut_to_fit or fits(masked)):
-                    first[masked] = None
-                    self.via[(d, u)] = "whole"
+                via: Via = "whole" if not unit.tagged else start
+                if via == "plain" and unit.plain is None:
+                    via = "runs"  # (no emphasis to leave out: plain is whole)
+                text = unit.masked if via == "whole" else unit.plain if via == "plain" else None
+                if text is not None and (doc.cut_to_fit or fits(text)):
+                    first[text] = None
+                    self.via[(d, u)] = via
                 else:
                     self.via[(d, u)] = "runs"
+                    if via == "runs" and unit.tagged:
+                        self.fell_back.add((d, u))
                     runs |= dict.fromkeys(s for run in unit.runs for s in self.cut(run).segments)
-        self.first = list(first)
-        self.known_runs = list(runs)
+        # The first pass: units whole (or as `start` says) and the runs of those that start
+        # run by run (over the budget, or `start`).
+        self.first = list(first | runs)
         # A whole unit's segment -> its plain text, the next pass's segment if its
         # placeholders do not come back (started early beside the markup retry: run.Flow).
         self.fallbacks = {
@@ -79,7 +98,8 @@ class DocumentPlan:
             if self.via[(d, u)] == "whole" and unit.masked is not None and unit.plain is not None
         }
         self.outputs: list[dict[int, Rendered]] = [{} for _ in docs]
-        self.fell_back: set[tuple[int, int]] = set()  # went run by run for their markup
+        # (sent whole, kept its markup) of each unit with markup judged (judged())
+        self._judged: list[tuple[bool, bool]] = []
 
     def cut(self, run: str) -> Segmented:
         """A text run cut into segments (once: cutting measures tokens)."""
@@ -111,7 +131,11 @@ class DocumentPlan:
                 continue
             paired = via == "whole"
             restored = unit.restore(done[text or ""].text, paired=paired)
-            if restored is not None and unit.valid(restored, paired=paired):
+            kept = restored is not None and unit.valid(restored, paired=paired)
+            if unit.tagged:
+                self._judged.append((paired, kept))
+            if kept:
+                assert restored is not None
                 self.outputs[d][u] = restored
             else:
                 self.via[(d, u)] = "plain" if paired and unit.plain is not None else "runs"
@@ -123,6 +147,13 @@ class DocumentPlan:
             for s in self._segments(key)
         }
         return [s for s in needed if s not in done]
+
+    def judged(self) -> list[tuple[bool, bool]]:
+        """Each unit with markup judged since the last call: whether it was sent whole (else
+        plain, its emphasis left out) and whether it kept its markup so (its placeholders
+        back, first try or markup retry)."""
+        judged, self._judged = self._judged, []
+        return judged
 
     def _runs_translated(self, done: Mapping[str, Done]) -> Callable[[str], str]:
         """A text run's translation: its segments' in `done`, joined as the run was cut."""

@@ -510,8 +510,7 @@ class SegmentRun:
         """Whether the model writes the pair well enough for a sampled twin of a first try
         to be worth its tokens: not where the pair's plain first tries are mostly replaced
         by their retries' output (tolk.translation.watch: en-ne with the 0.5B Qwen, whose
-        markup units' first tries and their twins kept their placeholders in few cases,
-        each run to its budget where vLLM has no loop detection)."""
+        markup units' first tries and their twins kept their placeholders in few cases)."""
         pair = (self._engine.name, self._source.tag, self._target.tag)
         return not self._translator.first_tries.skipping(*pair)
 

@@ -1,7 +1,7 @@
 """What tolk learns per language pair about its own tries, and stops doing where it is waste.
 
-Four things tolk does for quality cost a whole engine request each and are measured, per model
-and language pair, by the outcomes of the last WINDOW times they were done:
+Five things tolk does for quality cost a whole engine request or more each and are measured,
+per model and language pair, by the outcomes of the last WINDOW times they were done:
 
 - **Examples** (`prompt_examples`) lift chrF++ on most pairs (docs/benchmarks.md, section 10).
   Where the model cannot translate into a language it copies them instead: on the H100 and
@@ -26,12 +26,21 @@ and language pair, by the outcomes of the last WINDOW times they were done:
 - **The usual first try** (greedy, the examples shown) is itself waste where the pair's
   retries replace most of them: the 0.5B Qwen's greedy Nepali loops in 84% of first tries
   and the penalised retry mends all but 7% (docs/benchmarks.md, section 18), so each en-ne
-  text cost two engine requests, the first run to its budget where vLLM has no loop
-  detection. Past `checks.first_as_retry_limit` of first tries replaced by their retry's
-  output, the pair's first tries go as its retries do (no examples, told what the last
-  replaced one's retry was told, `checks.retry_sampling`), and are not retried the same way
-  again. Only plain texts are counted and switched: a segment with placeholders keeps its
-  usual first try (section 23).
+  text cost two engine requests, the first a loop (stopped by vLLM's loop detection only
+  once it has repeated itself eight times). Past `checks.first_as_retry_limit` of first
+  tries replaced by their retry's output, the pair's first tries go as its retries do (no
+  examples, told what the last replaced one's retry was told, `checks.retry_sampling`), and
+  are not retried the same way again. Only plain texts are counted and switched: a segment
+  with placeholders keeps its usual first try (section 23).
+- **The markup ladder's rungs.** A unit with markup goes to the model whole (its placeholders
+  paired), then, if they do not come back, without its emphasis, then run by run, the markup
+  where it was (tolk.translation.plan). Where the model cannot keep placeholders, every rung
+  but the last is an engine request (and a retry) spent on an output thrown away: on one H200
+  3 of 24 en-ne units kept their markup whole, 4 without emphasis, 17 ended run by run, and
+  en-ne's units made 71% of tolk's markup tokens (section 29). Past
+  `checks.markup_skip_limit` of a pair's units that did not keep their markup whole, its
+  requests start their units without emphasis, and past it of those, run by run; such a unit
+  is flagged as one that fell back there is.
 
 While a pair is past its limit, one time in PROBE_EVERY still does the thing, so the share
 keeps being measured, and when the model's behaviour changes the pair comes back. Before
