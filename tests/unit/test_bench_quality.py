@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 import sacrebleu
 from aiohttp import web
+from rich.console import Group
 from rich.table import Table
 
 from tests.support.paths import REPO, TEST_DATA
@@ -679,6 +680,20 @@ async def test_rounds_alternate_and_every_pass_is_timed_with_the_ratio_first(
         assert p["requests"] == 1
         assert p["saturated_requests_per_s"] is None
         assert p["engine"]["engine_requests"] == 1
+        # Its latency kept per pass (only the first pass's records are): by pair and format.
+        ((group, latencies),) = p["unit_latencies_s"].items()
+        assert group == "en-de markdown"
+        assert len(latencies) == 1
+        assert latencies[0] > 0
+    assert all(p["unit_latencies_s"] is None for p in passes[::2])
+    # The markup units after each system's first pass: round 2's, tolk's over openai's.
+    later = {m["system"]: m for m in results["speed"]["markup_later"]}
+    (tolk_later,) = passes[7]["unit_latencies_s"].values()
+    (openai_later,) = passes[5]["unit_latencies_s"].values()
+    assert later["tolk"]["p50_s"] == tolk_later[0]
+    assert later["tolk"]["units"] == 1
+    assert later["tolk"]["over_baseline"] == pytest.approx(tolk_later[0] / openai_later[0])
+    assert later["openai"]["group"] == "en-de markdown"
     tolk_tokens = [p["output_tokens"] for p in passes if p["system"] == "tolk"]
     assert tolk_tokens == [8, 2, 8, 2]  # 2 a text in the stand-in's usage
     rows = {(r["system"], r["phase"]): r for r in results["speed"]["systems"]}
@@ -720,6 +735,12 @@ async def test_rounds_alternate_and_every_pass_is_timed_with_the_ratio_first(
     assert times["gathering"] == pytest.approx(10.0)
     assert times["in_engine"] == pytest.approx(50.0)
     assert f"| {times['in_server']:.0f} | 10 | 50 |" in md
+    ratio = later["tolk"]["over_baseline"]
+    assert f"| tolk | en-de markdown | 1 | {tolk_later[0]:.2f} | {ratio:.2f} |" in md
+    report = quality_report.table(results)
+    assert isinstance(report, Group)
+    titles = [str(t.title) for t in report.renderables if isinstance(t, Table)]
+    assert titles[1].startswith("Markup units after each system's first")
 
 
 def test_variants_run_as_blocks_each_alternating_with_one_baseline() -> None:
@@ -770,6 +791,9 @@ def test_each_variant_switches_one_feature_off_on_every_model() -> None:
     assert off["markup-twin"].candidates.markup_n == 2
     assert off["markup-twin-off"].candidates.markup_n == 1
     assert off["markup-twin"].candidates.n == model.candidates.n
+    assert model.checks.markup_skip_limit == 0.8
+    assert off["markup-whole-always"].checks.markup_skip_limit == 1.0
+    assert off["markup-whole-always"].checks.markup_candidates == model.checks.markup_candidates
     assert model.checks.retry_min_mended == 0.2
     assert off["retry-always"].checks.retry_min_mended == 0
     assert model.checks.markup_fallback_early

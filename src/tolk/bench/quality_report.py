@@ -397,7 +397,26 @@ def table(results: dict[str, Any]) -> RenderableType:
         speed_rows,
         "GPU busy: NVML, mean of the samples; running/waiting: the engine's requests, mean.",
     )
-    return Group(*(Text(line, style="bold") for line in ratios), speed, quality)
+    later = quality_speed.markup_later_rows(results["speed"])
+    tables = [speed]
+    if later:
+        title = "Markup units after each system's first pass: p50 latency"
+        tables.append(_table(title, quality_speed.MARKUP_LATER_COLUMNS, later, ""))
+    return Group(*(Text(line, style="bold") for line in ratios), *tables, quality)
+
+
+def _markup_later_markdown(speed: dict[str, Any]) -> list[str]:
+    rows = quality_speed.markup_later_rows(speed)
+    if not rows:
+        return []
+    return [
+        "",
+        "Markup units after each system's first pass (what tolk learnt per pair in one pass "
+        "shows in the next; the first pass's are in the markup table below), p50 latency "
+        "and tolk's over the baseline's passes beside it:",
+        "",
+        *_markdown_table(quality_speed.MARKUP_LATER_COLUMNS, rows),
+    ]
 
 
 def _speed_markdown(results: dict[str, Any]) -> list[str]:
@@ -417,6 +436,7 @@ def _speed_markdown(results: dict[str, Any]) -> list[str]:
         "request, and how late its 10 ms heartbeat woke):",
         "",
         *_markdown_table(quality_speed.SPEED_COLUMNS, speed_rows),
+        *_markup_later_markdown(results["speed"]),
         *profile.markdown(results.get("profiles") or {}),
         "",
         "Quality (each system's first pass):",

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import statistics
 import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -123,6 +124,9 @@ VARIANTS: dict[str, Variant] = {
     # (`candidates.markup_n` 2 or 1: the hedge, tolk.translation.run.SegmentRun._hedged).
     "markup-twin": _part("candidates", {"markup_n": 2}),
     "markup-twin-off": _part("candidates", {"markup_n": 1}),
+    # Every markup unit sent whole first, however rarely its pair's units keep their markup
+    # so (checks.markup_skip_limit: else they start without emphasis, or run by run).
+    "markup-whole-always": _checks({"markup_skip_limit": 1.0}),
     # A markup unit's plain-text fallback asked for after its markup retry, not beside it.
     "fallback-late": _checks({"markup_fallback_early": False}),
     # Whole-step CUDA graphs for steps that read prompts too (GPU with FlashAttention 3), not
@@ -469,7 +473,22 @@ def pass_figures(
         "samples": max(len(sampler.gpu), len(sampler.running)),
         "engine": dict(engine) if engine is not None else None,
         "client_busy": client_cpu_s / wall_s if client_cpu_s is not None and wall_s > 0 else None,
+        "unit_latencies_s": unit_latencies(records),
     }
+
+
+MARKUP_KINDS = ("markdown", "html")
+
+
+def unit_latencies(records: Sequence[Mapping[str, Any]]) -> dict[str, list[float]] | None:
+    """A markup pass's answered units' latencies by "pair format" (None for other passes):
+    what tolk learns per pair in one pass (tolk.translation.watch) shows in the next, and
+    only the first pass's records are kept."""
+    out: dict[str, list[float]] = {}
+    for r in records:
+        if r.get("kind") in MARKUP_KINDS and r.get("error") is None and r.get("latency_s"):
+            out.setdefault(f"{r['pair']} {r['kind']}", []).append(round(r["latency_s"], 4))
+    return out or None
 
 
 async def timed_pass(
@@ -648,7 +667,49 @@ def summarize(passes: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
                 "baseline_requests_per_s": theirs["requests_per_s"],
             }
         )
-    return {"systems": rows, "ratios": ratios}
+    return {"systems": rows, "ratios": ratios, "markup_later": markup_later(passes)}
+
+
+def markup_later(passes: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """Per system and markup "pair format": the units' p50 latency over the passes after
+    each system's first (the first pass's are in the quality table), and each tolk system's
+    over the baseline's beside it (the same block's passes)."""
+    found: dict[tuple[str, str], list[float]] = {}
+    beside: dict[tuple[int, str], list[float]] = {}
+    blocks: dict[str, set[int]] = {}
+    for p in passes:
+        if p["round"] < 2 or not p.get("unit_latencies_s"):
+            continue
+        blocks.setdefault(p["system"], set()).add(p["block"])
+        for group, latencies in p["unit_latencies_s"].items():
+            found.setdefault((p["system"], group), []).extend(latencies)
+            if p["system"] == BASELINE:
+                beside.setdefault((p["block"], group), []).extend(latencies)
+    out = []
+    for (system, group), latencies in found.items():
+        theirs = [x for b in blocks[system] for x in beside.get((b, group), [])]
+        p50 = statistics.median(latencies)
+        out.append(
+            {
+                "system": system,
+                "group": group,
+                "units": len(latencies),
+                "p50_s": p50,
+                "over_baseline": _ratio(p50, statistics.median(theirs)) if theirs else None,
+            }
+        )
+    return out
+
+
+MARKUP_LATER_COLUMNS = ("system", "pair format", "units", "p50 s", "÷ baseline")
+
+
+def markup_later_rows(speed: Mapping[str, Any]) -> list[list[str]]:
+    return [
+        [m["system"], m["group"], str(m["units"]), _num(m["p50_s"], 2),
+         _num(m["over_baseline"], 2)]
+        for m in speed.get("markup_later") or []
+    ]  # fmt: skip
 
 
 def _num(value: float | None, digits: int = 1) -> str:
