@@ -192,15 +192,15 @@ class CheckSettings(_Strict):
         0.8,
         gt=0,
         le=1,
-        description="A language pair whose markup units kept their markup whole (first try "
-        "or markup retry) in less than 1 minus this share of its last 200 sent so has its "
-        "next requests' units start without their emphasis (`markup_dropped`), and where "
-        "those rarely keep theirs either, run by run, the markup where it was "
-        "(`markup_split`): each rung skipped is an engine request or more a unit that "
-        "would fail it anyway (on one H200, en-ne's markup units, 3 of 24 kept whole and 17 "
-        "ending run by run, made 71% of tolk's markup tokens: docs/benchmarks.md, section "
-        "29). One request in 10 still tries each rung skipped, so the shares keep being "
-        "measured; 1: every unit whole first (tolk.translation.watch).",
+        description="A language pair whose markup units kept their paired markup (first try "
+        "or markup retry) in less than 1 minus this share of its last 200 sent whole has "
+        "its next requests' units with emphasis start without it, as its fallback would "
+        "(flagged `markup_dropped`): the whole unit's first try and markup retry are engine "
+        "requests spent on outputs thrown away (on one H200 the 0.5B Qwen's en-ne units "
+        "kept it in 3 of 24; so started, its markup passes made 28% fewer tokens at the "
+        "same latencies: docs/benchmarks.md, section 30). One request in 10 still goes "
+        "whole, so the share keeps being measured; 1: every unit whole first "
+        "(tolk.translation.watch).",
     )
     retry_min_mended: float = Field(
         0.2,

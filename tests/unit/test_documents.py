@@ -473,11 +473,11 @@ def test_a_unit_that_loses_its_placeholders_is_translated_whole_without_its_emph
     assert plan.warnings({})[0] == {"markup_dropped": 1}
 
 
-def test_a_plan_starts_its_units_with_markup_at_the_rung_it_is_given() -> None:
-    """tolk.translation.watch skips the rungs a pair's units rarely get through: started
-    `plain`, a unit with emphasis goes without it (a unit without any, and a text without
-    markup, as before); started `runs`, every unit with markup goes run by run, flagged as one
-    that fell back there; `judged()` tells how each unit sent whole or plain fared."""
+def test_a_plan_not_whole_starts_its_units_with_emphasis_without_it() -> None:
+    """tolk.translation.watch skips the first rung where a pair's units rarely keep their
+    paired markup: not `whole`, a unit with emphasis goes without it (its plain text, flagged
+    as one that fell back there); a unit without emphasis, and a text without markup, as
+    before; `judged()` tells whether each unit sent whole kept its markup."""
     text = (
         "Run **make serve** to start the [server](https://example.com/docs).\n\n"
         "See the [docs](https://example.com/d) first.\n\nNothing to protect here.\n"
@@ -490,40 +490,28 @@ def test_a_plan_starts_its_units_with_markup_at_the_rung_it_is_given() -> None:
     whole = DocumentPlan([doc], cut, lambda masked: True)
     assert whole.first == [emphasised.masked, linked.masked, bare.masked]
 
-    plain = DocumentPlan([doc], cut, lambda masked: True, start="plain")
-    assert plain.first == [emphasised.plain, bare.masked, "See the", "docs", "first"]
-    assert plain.via == {(0, 0): "plain", (0, 1): "runs", (0, 2): "whole"}
+    plain = DocumentPlan([doc], cut, lambda masked: True, whole=False)
+    assert plain.first == [emphasised.plain, linked.masked, bare.masked]
+    assert plain.via == {(0, 0): "plain", (0, 1): "whole", (0, 2): "whole"}
     assert plain.fallbacks == {}
-    # The model keeps the link's placeholder where it is given one.
-    done = {s: Done(s.replace("Run", "Starte").upper(), 0, 0, 0) for s in plain.first}
-    done[emphasised.plain] = Done(emphasised.plain.replace("Run", "Starte"), 0, 0, 0)
+    # The model keeps every placeholder it is given.
+    done = {s: Done(s.replace("Run", "Starte"), 0, 0, 0) for s in plain.first}
     assert plain.restore(done) == []
-    assert plain.judged() == [(False, True)]
+    assert plain.judged() == [True]  # the linked unit, sent whole
     assert plain.judged() == []
     out = plain.render(done)[0]
     assert out.startswith("Starte make serve to start the [server](https://example.com/docs).")
-    assert "SEE THE [DOCS](https://example.com/d) FIRST." in out
-    assert plain.warnings(done)[0] == {"markup_dropped": 1, "markup_split": 1}
+    assert "See the [docs](https://example.com/d) first." in out
+    assert plain.warnings(done)[0] == {"markup_dropped": 1}
 
-    runs = DocumentPlan([doc], cut, lambda masked: True, start="runs")
-    assert runs.first[0] == bare.masked
-    assert "museum" not in runs.first
-    assert runs.first[1:] == [*emphasised.runs, "See the", "docs", "first"]
-    assert runs.via == {(0, 0): "runs", (0, 1): "runs", (0, 2): "whole"}
-    done = {s: Done(s.upper(), 0, 0, 0) for s in runs.first}
-    assert runs.restore(done) == []
-    assert runs.judged() == []
-    assert runs.render(done)[0].startswith("RUN **MAKE SERVE** TO START THE [SERVER](")
-    assert runs.warnings(done)[0] == {"markup_split": 2}
-
-    # Sent whole: a unit that loses its pairs is judged so, then its plain text too.
+    # Sent whole: units that lose their placeholders are judged so, then go on down.
     lossy = DocumentPlan([doc], cut, lambda masked: True)
     done = {s: Done("kaputt", 0, 0, 0) for s in lossy.first}
     pending = lossy.restore(done)
-    assert lossy.judged() == [(True, False), (True, False)]
+    assert lossy.judged() == [False, False]
     done |= {s: Done("kaputt", 0, 0, 0) for s in pending}
     lossy.restore(done)
-    assert lossy.judged() == [(False, False)]
+    assert lossy.judged() == []  # (a plain text is not sent whole)
 
 
 def test_runs_translated_one_by_one_keep_the_punctuation_and_spaces_between_them() -> None:

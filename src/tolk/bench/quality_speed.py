@@ -125,7 +125,7 @@ VARIANTS: dict[str, Variant] = {
     "markup-twin": _part("candidates", {"markup_n": 2}),
     "markup-twin-off": _part("candidates", {"markup_n": 1}),
     # Every markup unit sent whole first, however rarely its pair's units keep their markup
-    # so (checks.markup_skip_limit: else they start without emphasis, or run by run).
+    # so (checks.markup_skip_limit: else those with emphasis start without it).
     "markup-whole-always": _checks({"markup_skip_limit": 1.0}),
     # A markup unit's plain-text fallback asked for after its markup retry, not beside it.
     "fallback-late": _checks({"markup_fallback_early": False}),

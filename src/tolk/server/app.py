@@ -180,7 +180,6 @@ class ServerParts:
             "examples": translator.copying,
             "markup_retry": translator.markup_retries,
             "markup_whole": translator.markup_whole,
-            "markup_plain": translator.markup_plain,
             "retry": translator.retries,
             "first_try": translator.first_tries,
         }

@@ -263,8 +263,8 @@ class PairStates(Collector):
         share = GaugeMetricFamily(
             "tolk_pair_waste_share",
             "Of a step's last outcomes for the pair, the share that was waste (examples: a "
-            "first try copied one; markup_retry: no placeholder came back; markup_whole / "
-            "markup_plain: a unit sent whole / without emphasis did not keep its markup).",
+            "first try copied one; markup_retry: no placeholder came back; markup_whole: a unit "
+            "sent whole did not keep its markup).",
             labels=["model", "pair", "step"],
         )
         skipping = GaugeMetricFamily(

@@ -37,9 +37,6 @@ class Done:
 
 
 Via = Literal["whole", "plain", "runs", "original"]
-# Where a request's units with markup start (tolk.translation.watch: the rungs a pair's units
-# rarely get through are skipped).
-Start = Literal["whole", "plain", "runs"]
 
 
 class DocumentPlan:
@@ -52,17 +49,17 @@ class DocumentPlan:
     even that cannot keep, and units over the budget, go run by run: their text runs cut like
     text, the markup where it was. Identical segments are translated once.
 
-    `start`: where units with markup start, the rungs before it skipped (the pair's units
-    rarely keep their markup there: tolk.translation.watch); a unit started run by run is
-    flagged `markup_split` as one that falls back there is. `judged()` tells, after each
-    `restore`, how the units sent whole or plain fared."""
+    Not `whole` (the pair's units rarely keep their paired markup: tolk.translation.watch),
+    units with emphasis start without it, their `plain` text (flagged `markup_dropped` as if
+    they had fallen back there). `judged()` tells, after each `restore`, whether each unit
+    with markup sent whole kept it."""
 
     def __init__(
         self,
         docs: Sequence[Document],
         cut: Splitter,
         fits: Callable[[str], bool],
-        start: Start = "whole",
+        whole: bool = True,
     ) -> None:
         self.docs = docs
         self._cut = cut
@@ -74,17 +71,14 @@ class DocumentPlan:
         self.fell_back: set[tuple[int, int]] = set()  # went run by run for their markup
         for d, doc in enumerate(docs):
             for u, unit in enumerate(doc.units):
-                via: Via = "whole" if not unit.tagged else start
-                if via == "plain" and unit.plain is None:
-                    via = "runs"  # (no emphasis to leave out: plain is whole)
-                text = unit.masked if via == "whole" else unit.plain if via == "plain" else None
+                # (A unit without emphasis has no plain text: whole is its only one piece.)
+                via: Via = "plain" if not whole and unit.plain is not None else "whole"
+                text = unit.masked if via == "whole" else unit.plain
                 if text is not None and (doc.cut_to_fit or fits(text)):
                     first[text] = None
                     self.via[(d, u)] = via
                 else:
                     self.via[(d, u)] = "runs"
-                    if via == "runs" and unit.tagged:
-                        self.fell_back.add((d, u))
                     runs |= dict.fromkeys(s for run in unit.runs for s in self.cut(run).segments)
         # The first pass: units whole (or as `start` says) and the runs of those that start
         # run by run (over the budget, or `start`).
@@ -98,8 +92,7 @@ class DocumentPlan:
             if self.via[(d, u)] == "whole" and unit.masked is not None and unit.plain is not None
         }
         self.outputs: list[dict[int, Rendered]] = [{} for _ in docs]
-        # (sent whole, kept its markup) of each unit with markup judged (judged())
-        self._judged: list[tuple[bool, bool]] = []
+        self._judged: list[bool] = []  # units with markup sent whole: kept it (judged())
 
     def cut(self, run: str) -> Segmented:
         """A text run cut into segments (once: cutting measures tokens)."""
@@ -132,8 +125,8 @@ class DocumentPlan:
             paired = via == "whole"
             restored = unit.restore(done[text or ""].text, paired=paired)
             kept = restored is not None and unit.valid(restored, paired=paired)
-            if unit.tagged:
-                self._judged.append((paired, kept))
+            if paired and unit.tagged:
+                self._judged.append(kept)
             if kept:
                 assert restored is not None
                 self.outputs[d][u] = restored
@@ -148,10 +141,9 @@ class DocumentPlan:
         }
         return [s for s in needed if s not in done]
 
-    def judged(self) -> list[tuple[bool, bool]]:
-        """Each unit with markup judged since the last call: whether it was sent whole (else
-        plain, its emphasis left out) and whether it kept its markup so (its placeholders
-        back, first try or markup retry)."""
+    def judged(self) -> list[bool]:
+        """Whether each unit with markup sent whole and judged since the last call kept its
+        markup (its placeholders back, first try or markup retry)."""
         judged, self._judged = self._judged, []
         return judged
 

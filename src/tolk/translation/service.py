@@ -44,7 +44,7 @@ from tolk.translation.formats import Splitter, parse
 from tolk.translation.glossary import Glossary
 from tolk.translation.jobs import EngineJob
 from tolk.translation.pacing import Pacer
-from tolk.translation.plan import DocumentPlan, Done, Start
+from tolk.translation.plan import DocumentPlan, Done
 from tolk.translation.policy import (
     Deadline,
     Limits,
@@ -107,10 +107,9 @@ class Translator:
         # done (tolk.translation.watch).
         self.copying = PairWatch("first tries shown examples")
         self.markup_retries = PairWatch("markup retries")
-        # And whether a pair's markup units keep their markup whole, or without emphasis:
-        # where they rarely do, they start at the next rung (DocumentPlan's `start`).
+        # And whether a pair's markup units keep their paired markup: where they rarely do,
+        # they start without their emphasis (DocumentPlan's `whole`).
         self.markup_whole = PairWatch("markup units sent whole")
-        self.markup_plain = PairWatch("markup units sent without emphasis")
         self.retries = PairWatch("retries")
         # And whether most first tries are replaced by their retry's output: then they go as
         # retries do, and the problems of the last one replaced are what they are told.
@@ -295,9 +294,9 @@ class Translator:
         told = instructions_for(engine, target, request.instructions)
         cut = self._splitter(engine, request.split, source)
         # (Decided here, on the loop, whose the watches are: the plan is made off it.)
-        start = self._start(engine, source, target)
+        whole = self._whole(engine, source, target)
         plan, resolved = await self._prepared(
-            inline, self._plan, documents, cut, request.glossary, source, target, engine, start
+            inline, self._plan, documents, cut, request.glossary, source, target, engine, whole
         )
         return Routed(engine, source, target, resolved, told), detections, plan
 
@@ -338,7 +337,7 @@ class Translator:
                     progress.planned = max(progress.planned, len(done) + len(pending))
                     done |= await SegmentRun(self, routed, request, flow).translate(pending)
                     pending = await self._prepared(inline, plan.restore, done)
-                    self._count_markup(routed, plan.judged())
+                    self._count_whole(routed, plan.judged())
             finally:
                 flow.close()
         return done, time.monotonic() - started
@@ -351,38 +350,32 @@ class Translator:
         source: Lang,
         target: Lang,
         engine: ModelEngine,
-        start: Start,
+        whole: bool,
     ) -> tuple[DocumentPlan, Glossary]:
         """The request's documents parsed, their do-not-translate terms protected and their
-        engine work planned (in the preparation pool: linear in the input). `start`: where
-        units with markup start (`_start`)."""
+        engine work planned (in the preparation pool: linear in the input). `whole`: whether
+        units with emphasis go whole first (`_whole`)."""
         resolved = self._glossary(asked, source, target)
         docs = [resolved.protect(d) for d in documents(cut)]
-        return DocumentPlan(docs, cut, self._fits(engine), start), resolved
+        return DocumentPlan(docs, cut, self._fits(engine), whole), resolved
 
-    def _start(self, engine: ModelEngine, source: Lang, target: Lang) -> Start:
-        """Where this request's units with markup start: whole, unless the pair's units
-        rarely keep their markup so (`checks.markup_skip_limit`, tolk.translation.watch);
-        then without emphasis, unless they rarely keep it so either; else run by run. Each
-        rung skipped is still tried by one request in 10."""
+    def _whole(self, engine: ModelEngine, source: Lang, target: Lang) -> bool:
+        """Whether this request's units with markup go whole first: unless the pair's units
+        rarely keep their paired markup (`checks.markup_skip_limit`, tolk.translation.watch),
+        save one request in 10; else units with emphasis start without it."""
         if engine.settings.checks.markup_skip_limit >= 1:
-            return "whole"
-        pair = (engine.name, source.tag, target.tag)
-        if self.markup_whole.do(*pair):
-            return "whole"
-        return "plain" if self.markup_plain.do(*pair) else "runs"
+            return True
+        return self.markup_whole.do(engine.name, source.tag, target.tag)
 
-    def _count_markup(self, routed: Routed, judged: Sequence[tuple[bool, bool]]) -> None:
-        """The pass's units with markup sent whole or plain, each kept so or not, for the
-        pair's watches."""
+    def _count_whole(self, routed: Routed, kept: Sequence[bool]) -> None:
+        """The pass's units sent whole, each kept its markup or not, for the pair's watch."""
         engine = routed.engine
         limit = engine.settings.checks.markup_skip_limit
         if limit >= 1:
             return
         pair = (engine.name, routed.source.tag, routed.target.tag)
-        for whole, kept in judged:
-            watch = self.markup_whole if whole else self.markup_plain
-            watch.record(*pair, not kept, limit)
+        for one in kept:
+            self.markup_whole.record(*pair, not one, limit)
 
     def _check_memory(self, asked: MemoryRequest, source: Lang) -> None:
         """The translation memory a request names exists, for its source language."""

@@ -32,15 +32,16 @@ per model and language pair, by the outcomes of the last WINDOW times they were 
   examples, told what the last replaced one's retry was told, `checks.retry_sampling`), and
   are not retried the same way again. Only plain texts are counted and switched: a segment
   with placeholders keeps its usual first try (section 23).
-- **The markup ladder's rungs.** A unit with markup goes to the model whole (its placeholders
-  paired), then, if they do not come back, without its emphasis, then run by run, the markup
-  where it was (tolk.translation.plan). Where the model cannot keep placeholders, every rung
-  but the last is an engine request (and a retry) spent on an output thrown away: on one H200
-  3 of 24 en-ne units kept their markup whole, 4 without emphasis, 17 ended run by run, and
-  en-ne's units made 71% of tolk's markup tokens (section 29). Past
-  `checks.markup_skip_limit` of a pair's units that did not keep their markup whole, its
-  requests start their units without emphasis, and past it of those, run by run; such a unit
-  is flagged as one that fell back there is.
+- **The markup ladder's first rung.** A unit with markup goes to the model whole (its
+  placeholders paired), then, if they do not come back, without its emphasis, then run by
+  run, the markup where it was (tolk.translation.plan). Where the model cannot keep paired
+  placeholders, the whole unit's first try and its markup retry are spent on outputs thrown
+  away: on one H200 3 of 24 en-ne units kept their markup whole, and en-ne's units made 71%
+  of tolk's markup tokens (docs/benchmarks.md, section 29). Past `checks.markup_skip_limit`
+  of a pair's units that did not keep it, its requests' units with emphasis start without
+  it, flagged as a unit that fell back there is. Only this rung is skipped: starting such
+  units run by run as well halved the markup passes' tokens but put every run of every unit
+  in the engine at once, and the other pairs' units waited twice as long (section 30).
 
 While a pair is past its limit, one time in PROBE_EVERY still does the thing, so the share
 keeps being measured, and when the model's behaviour changes the pair comes back. Before
