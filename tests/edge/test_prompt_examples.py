@@ -128,6 +128,41 @@ def dropping(test_model: Path) -> Iterator[tuple[InProcessServer, FakeLLM]]:
     yield from scripted_server(test_model, "dropper", lambda prompt, _: TRANSLATION, checks=checks)
 
 
+def test_a_pair_whose_markup_retries_never_mend_falls_back_at_once(
+    dropping: tuple[InProcessServer, FakeLLM],
+) -> None:
+    """tolk.translation.watch: a unit whose placeholders did not come back is retried (one
+    engine request of `markup_candidates` outputs), then falls back to its plain text; once a
+    pair's markup retries have brought none back in MIN_SEEN, its units fall back at once,
+    save one in PROBE_EVERY."""
+    from tolk.translation.watch import MIN_SEEN, PROBE_EVERY
+
+    server, llm = dropping
+
+    def translate() -> None:
+        text = "The **museum** opens at nine in the morning and closes at six."
+        answer = translated(server, text, format="markdown")
+        assert answer["translation"] == TRANSLATION, answer  # the plain text's translation
+        assert [w["code"] for w in answer["warnings"]] == ["markup_dropped"], answer
+
+    for _ in range(MIN_SEEN):  # the first try, its markup retry, the plain text
+        translate()
+    assert llm.requests == 3 * MIN_SEEN
+    for _ in range(2 * PROBE_EVERY):  # the first try and the plain text; three per probe
+        translate()
+    assert llm.requests == 3 * MIN_SEEN + 2 * (2 * PROBE_EVERY) + 2
+    metrics = httpx.get(f"{server.url}/metrics", timeout=30).text
+    labels = {"model": "dropper", "pair": "en>de", "step": "markup_retry"}
+    assert (labels, 1.0) in metric_samples(metrics, "tolk_pair_skipping")
+    named = httpx.get(
+        f"{server.url}/metrics", params={"name[]": "tolk_pair_skipping"}, timeout=30
+    ).text
+    # The plain texts' first tries are watched too (none replaced by a retry: not skipping).
+    first_tries = {"model": "dropper", "pair": "en>de", "step": "first_try"}
+    skipping = metric_samples(named, "tolk_pair_skipping")
+    assert sorted(skipping, key=str) == sorted([(labels, 1.0), (first_tries, 0.0)], key=str)
+
+
 @pytest.fixture
 def losing(test_model: Path) -> Iterator[tuple[InProcessServer, FakeLLM]]:
     """The same stand-in (the plain translation, whatever it is asked) with the shipped
