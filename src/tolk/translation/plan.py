@@ -68,10 +68,9 @@ class DocumentPlan:
         runs: dict[str, None] = {}
         # Where each unit stands: how it is (to be) translated.
         self.via: dict[tuple[int, int], Via] = {}
-        self.fell_back: set[tuple[int, int]] = set()  # went run by run for their markup
         for d, doc in enumerate(docs):
             for u, unit in enumerate(doc.units):
-                # (A unit without emphasis has no plain text: whole is its only one piece.)
+                # (A unit without emphasis has no plain text: it goes whole.)
                 via: Via = "plain" if not whole and unit.plain is not None else "whole"
                 text = unit.masked if via == "whole" else unit.plain
                 if text is not None and (doc.cut_to_fit or fits(text)):
@@ -80,8 +79,8 @@ class DocumentPlan:
                 else:
                     self.via[(d, u)] = "runs"
                     runs |= dict.fromkeys(s for run in unit.runs for s in self.cut(run).segments)
-        # The first pass: units whole (or as `start` says) and the runs of those that start
-        # run by run (over the budget, or `start`).
+        # The first pass: units whole (or without emphasis: `whole`) and the runs of those
+        # over the budget.
         self.first = list(first | runs)
         # A whole unit's segment -> its plain text, the next pass's segment if its
         # placeholders do not come back (started early beside the markup retry: run.Flow).
@@ -92,6 +91,7 @@ class DocumentPlan:
             if self.via[(d, u)] == "whole" and unit.masked is not None and unit.plain is not None
         }
         self.outputs: list[dict[int, Rendered]] = [{} for _ in docs]
+        self.fell_back: set[tuple[int, int]] = set()  # went run by run for their markup
         self._judged: list[bool] = []  # units with markup sent whole: kept it (judged())
 
     def cut(self, run: str) -> Segmented:

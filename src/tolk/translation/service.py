@@ -328,10 +328,10 @@ class Translator:
             flow = Flow(slots, progress, on_segment, plan.fallbacks if early else {})
             done: dict[str, Done] = {}
             pending = plan.first
-            # Passes: units whole, and run by run those over the budget (or started so:
-            # DocumentPlan's `start`); those whose placeholders did not come back without
-            # their paired markup (started early, beside the markup retry: Flow); what still
-            # fails run by run.
+            # Passes: units whole (or without their emphasis: DocumentPlan's `whole`), and
+            # run by run those over the budget; those whose placeholders did not come back
+            # without their paired markup (started early, beside the markup retry: Flow);
+            # what still fails run by run.
             try:
                 while pending:
                     progress.planned = max(progress.planned, len(done) + len(pending))
