@@ -176,8 +176,8 @@ def test_a_pair_whose_units_never_keep_their_markup_starts_them_without_emphasis
     """tolk.translation.watch: a unit with markup goes whole (and is retried), then without
     its emphasis; once a pair's units sent whole have kept their markup in none of MIN_SEEN,
     its requests' units with emphasis start without it (`checks.markup_skip_limit`): one
-    engine request each, save one request in PROBE_EVERY still sent whole. Nothing is
-    hidden: each answer says `markup_dropped`."""
+    engine request each, save one such request in PROBE_EVERY still sent whole (requests
+    without emphasis take no turn). Nothing is hidden: each answer says `markup_dropped`."""
     from tolk.translation.watch import MIN_SEEN, PROBE_EVERY
 
     server, llm = losing
@@ -192,7 +192,11 @@ def test_a_pair_whose_units_never_keep_their_markup_starts_them_without_emphasis
 
     learning = [translate() for _ in range(MIN_SEEN)]
     assert min(learning) >= 2  # the whole unit's first try, then its plain text
-    skipping = [translate() for _ in range(2 * PROBE_EVERY)]
+    skipping = []
+    for _ in range(2 * PROBE_EVERY):
+        # A plain text between them takes no probe's turn: the decision is not about it.
+        assert translated(server, SOURCE)["translation"] == TRANSLATION
+        skipping.append(translate())
     assert sorted(skipping)[: 2 * PROBE_EVERY - 2] == [1] * (2 * PROBE_EVERY - 2), skipping
     assert min(skipping[PROBE_EVERY - 1 :: PROBE_EVERY]) >= 2, skipping  # the probes
     metrics = httpx.get(f"{server.url}/metrics", timeout=30).text

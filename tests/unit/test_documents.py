@@ -477,7 +477,8 @@ def test_a_plan_not_whole_starts_its_units_with_emphasis_without_it() -> None:
     """tolk.translation.watch skips the first rung where a pair's units rarely keep their
     paired markup: not `whole`, a unit with emphasis goes without it (its plain text, flagged
     as one that fell back there); a unit without emphasis, and a text without markup, as
-    before; `judged()` tells whether each unit sent whole kept its markup."""
+    before; `judged()` tells whether each unit with emphasis sent whole kept its markup: once
+    for units that share one output, never for one the segment cache made."""
     text = (
         "Run **make serve** to start the [server](https://example.com/docs).\n\n"
         "See the [docs](https://example.com/d) first.\n\nNothing to protect here.\n"
@@ -489,6 +490,7 @@ def test_a_plan_not_whole_starts_its_units_with_emphasis_without_it() -> None:
 
     whole = DocumentPlan([doc], cut, lambda masked: True)
     assert whole.first == [emphasised.masked, linked.masked, bare.masked]
+    assert whole.emphasised == 1
 
     plain = DocumentPlan([doc], cut, lambda masked: True, whole=False)
     assert plain.first == [emphasised.plain, linked.masked, bare.masked]
@@ -497,21 +499,28 @@ def test_a_plan_not_whole_starts_its_units_with_emphasis_without_it() -> None:
     # The model keeps every placeholder it is given.
     done = {s: Done(s.replace("Run", "Starte"), 0, 0, 0) for s in plain.first}
     assert plain.restore(done) == []
-    assert plain.judged() == [True]  # the linked unit, sent whole
-    assert plain.judged() == []
+    assert plain.judged() == []  # (the linked unit, sent whole, has no emphasis to decide)
     out = plain.render(done)[0]
     assert out.startswith("Starte make serve to start the [server](https://example.com/docs).")
     assert "See the [docs](https://example.com/d) first." in out
     assert plain.warnings(done)[0] == {"markup_dropped": 1}
 
-    # Sent whole: units that lose their placeholders are judged so, then go on down.
-    lossy = DocumentPlan([doc], cut, lambda masked: True)
+    # Sent whole: a unit with emphasis that loses its placeholders is judged so (once for
+    # the two identical units of this document), then goes on down.
+    twice = parse("markdown", text + "\n" + text, cut)
+    lossy = DocumentPlan([twice], cut, lambda masked: True)
+    assert lossy.emphasised == 2
     done = {s: Done("kaputt", 0, 0, 0) for s in lossy.first}
     pending = lossy.restore(done)
-    assert lossy.judged() == [False, False]
+    assert lossy.judged() == [False]
+    assert lossy.judged() == []
     done |= {s: Done("kaputt", 0, 0, 0) for s in pending}
     lossy.restore(done)
     assert lossy.judged() == []  # (a plain text is not sent whole)
+    # An output the segment cache gave was no engine work: not the watch's.
+    cached = DocumentPlan([doc], cut, lambda masked: True)
+    cached.restore({s: Done("kaputt", 0, 0, 0, from_memory=True) for s in cached.first})
+    assert cached.judged() == []
 
 
 def test_runs_translated_one_by_one_keep_the_punctuation_and_spaces_between_them() -> None:

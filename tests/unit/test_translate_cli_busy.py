@@ -24,6 +24,9 @@ def test_a_503_with_retry_after_is_busy_and_anything_else_fails() -> None:
     with pytest.raises(ServerBusy) as long:
         _raise_for_error(_busy("3600"))
     assert long.value.retry_after == 30.0  # waited for at most this long at once
+    with pytest.raises(ServerBusy) as now:
+        _raise_for_error(_busy("0"))
+    assert now.value.retry_after == 1.0  # never sent back to back
     for response in (httpx.Response(503, json={}), httpx.Response(400, json={"error": {}})):
         with pytest.raises(TranslateFailed) as failed:
             _raise_for_error(response)
@@ -31,19 +34,23 @@ def test_a_503_with_retry_after_is_busy_and_anything_else_fails() -> None:
 
 
 async def test_a_busy_file_is_sent_again_until_answered_or_out_of_time() -> None:
-    sent: list[int] = []
+    sent: list[float] = []
     waits: list[float] = []
 
-    async def send() -> bytes:
-        sent.append(1)
+    async def send(left: float) -> bytes:
+        sent.append(left)
         if len(sent) < 3:
             raise ServerBusy("HTTP 503", 0.0)
         return b"translated"
 
     assert await _again_while_busy(send, time.monotonic() + 60, waits.append) == b"translated"
-    assert (len(sent), waits) == (3, [0.0, 0.0])
+    assert waits == [0.0, 0.0]
+    # Each time with the file's time left, never more.
+    assert len(sent) == 3
+    assert 59 < sent[0] <= 60
+    assert sent[0] >= sent[1] >= sent[2]
 
-    async def always_busy() -> bytes:
+    async def always_busy(left: float) -> bytes:
         raise ServerBusy("HTTP 503: busy", 5.0)
 
     with pytest.raises(ServerBusy, match="busy"):  # 5 s would pass the file's time: told

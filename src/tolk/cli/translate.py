@@ -159,15 +159,14 @@ async def _translate_all(
     options = {"source_lang": source, "target_lang": target, "split": split}
     if model:
         options["model"] = model
-    headers = {"X-Request-Timeout": f"{seconds:g}"}
-    async with httpx.AsyncClient(base_url=base, timeout=seconds + 30, headers=headers) as client:
+    async with httpx.AsyncClient(base_url=base) as client:
 
         async def one(job: Job) -> None:
             task = progress.add_task(job.source.name, total=None, count="waiting", in_flight="")
             async with slots:
                 try:
                     content = await _again_while_busy(
-                        lambda: _translate(client, job, options, progress, task),
+                        lambda left: _translate(client, job, options, progress, task, left),
                         time.monotonic() + seconds,
                         lambda wait: progress.update(
                             task, count=f"server busy: again in {wait:g} s"
@@ -188,13 +187,15 @@ async def _translate_all(
 
 
 async def _again_while_busy(
-    send: Callable[[], Awaitable[bytes]], deadline: float, waiting: Callable[[float], object]
+    send: Callable[[float], Awaitable[bytes]],
+    deadline: float,
+    waiting: Callable[[float], object],
 ) -> bytes:
-    """`send()`'s translation, sent again after each 503's Retry-After (its wait told to
-    `waiting`) while the file's time allows."""
+    """`send(seconds left)`'s translation, sent again after each 503's Retry-After (its
+    wait told to `waiting`) while the file's time allows."""
     while True:
         try:
-            return await send()
+            return await send(deadline - time.monotonic())
         except ServerBusy as busy:
             if time.monotonic() + busy.retry_after >= deadline:
                 raise
@@ -208,11 +209,13 @@ async def _translate(
     options: dict[str, str],
     progress: Progress,
     task: TaskID,
+    seconds: float,
 ) -> bytes:
+    """The file's translation, asked for within `seconds` (the file's time left)."""
     data = job.source.read_bytes()
     kind = file_type(job.source.name)
     if not kind.parsed or len(data) > STREAM_LIMIT:
-        return await _as_file(client, job, data, options, progress, task)
+        return await _as_file(client, job, data, options, progress, task, seconds)
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError as exc:
@@ -220,9 +223,10 @@ async def _translate(
     bom = "\ufeff" if text.startswith("\ufeff") else ""
     body: dict[str, Any] = {**options, "text": text.removeprefix(bom), "format": kind.kind}
     body["stream"] = True
-    async with client.stream("POST", "/translate", json=body) as response:
+    within = _within(seconds)
+    async with client.stream("POST", "/translate", json=body, **within) as response:
         if response.status_code == 413:  # over this server's body limit: as a file, then
-            return await _as_file(client, job, data, options, progress, task)
+            return await _as_file(client, job, data, options, progress, task, seconds)
         if response.status_code != 200:
             await response.aread()
             _raise_for_error(response)
@@ -249,15 +253,25 @@ async def _as_file(
     options: dict[str, str],
     progress: Progress,
     task: TaskID,
+    seconds: float,
 ) -> bytes:
     """The whole file in one /translate/file request (no per-segment progress)."""
     progress.update(task, count="one request", in_flight="")
     response = await client.post(
-        "/translate/file", files={"file": (job.source.name, data)}, data=options
+        "/translate/file",
+        files={"file": (job.source.name, data)},
+        data=options,
+        **_within(seconds),
     )
     _raise_for_error(response)
     progress.update(task, total=1, completed=1)
     return response.content
+
+
+def _within(seconds: float) -> dict[str, Any]:
+    """One request's time: the server told it (X-Request-Timeout), this client waits 30 s
+    more for the answer."""
+    return {"headers": {"X-Request-Timeout": f"{seconds:.3f}"}, "timeout": seconds + 30}
 
 
 def _raise_for_error(response: httpx.Response) -> None:
@@ -270,7 +284,8 @@ def _raise_for_error(response: httpx.Response) -> None:
     text = f"HTTP {response.status_code}: {message}"
     after = response.headers.get("Retry-After", "")
     if response.status_code == 503 and after.isdigit():
-        raise ServerBusy(text, min(float(after), MAX_RETRY_AFTER))
+        # (At least a second: a foreign proxy's 0 would have it sent back to back.)
+        raise ServerBusy(text, min(max(float(after), 1.0), MAX_RETRY_AFTER))
     raise TranslateFailed(text)
 
 

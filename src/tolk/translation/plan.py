@@ -52,7 +52,7 @@ class DocumentPlan:
     Not `whole` (the pair's units rarely keep their paired markup: tolk.translation.watch),
     units with emphasis start without it, their `plain` text (flagged `markup_dropped` as if
     they had fallen back there). `judged()` tells, after each `restore`, whether each unit
-    with markup sent whole kept it."""
+    with emphasis sent whole kept it."""
 
     def __init__(
         self,
@@ -92,7 +92,11 @@ class DocumentPlan:
         }
         self.outputs: list[dict[int, Rendered]] = [{} for _ in docs]
         self.fell_back: set[tuple[int, int]] = set()  # went run by run for their markup
-        self._judged: list[bool] = []  # units with markup sent whole: kept it (judged())
+        self._judged: list[bool] = []  # units with emphasis sent whole: kept it (judged())
+        # Units with emphasis: what `whole` decides for (the pair's watch takes a turn).
+        self.emphasised = sum(
+            unit.plain is not None for doc in docs for unit in doc.units if unit.tagged
+        )
 
     def cut(self, run: str) -> Segmented:
         """A text run cut into segments (once: cutting measures tokens)."""
@@ -115,6 +119,7 @@ class DocumentPlan:
         """Put the translations in `done` in place where they keep their markup; a unit
         that does not moves on (whole -> plain -> runs). Returns the segments still to
         translate: call again with them translated until it returns none, then `render`."""
+        judged: set[str] = set()  # (an output shared by identical units is judged once)
         for (d, u), via in self.via.items():
             unit = self.docs[d].units[u]
             if via not in ("whole", "plain") or (u in self.outputs[d]):
@@ -125,8 +130,13 @@ class DocumentPlan:
             paired = via == "whole"
             restored = unit.restore(done[text or ""].text, paired=paired)
             kept = restored is not None and unit.valid(restored, paired=paired)
-            if paired and unit.tagged:
-                self._judged.append(kept)
+            made = done[text or ""]
+            if paired and unit.plain is not None and text not in judged:
+                # What the watch decides (units with emphasis), from the engine's outputs
+                # (not the segment cache's or a translation memory's).
+                judged.add(text or "")
+                if not (made.from_memory or made.from_tm):
+                    self._judged.append(kept)
             if kept:
                 assert restored is not None
                 self.outputs[d][u] = restored
@@ -142,8 +152,9 @@ class DocumentPlan:
         return [s for s in needed if s not in done]
 
     def judged(self) -> list[bool]:
-        """Whether each unit with markup sent whole and judged since the last call kept its
-        markup (its placeholders back, first try or markup retry)."""
+        """Whether each unit with emphasis sent whole (a distinct text, translated by the
+        engine) and judged since the last call kept its markup (its placeholders back, first
+        try or markup retry)."""
         judged, self._judged = self._judged, []
         return judged
 

@@ -298,6 +298,9 @@ class Translator:
         plan, resolved = await self._prepared(
             inline, self._plan, documents, cut, request.glossary, source, target, engine, whole
         )
+        if plan.emphasised and engine.settings.checks.markup_skip_limit < 1:
+            # A probe's turn is a request the decision applied to (not a plain text's).
+            self.markup_whole.turn(engine.name, source.tag, target.tag)
         return Routed(engine, source, target, resolved, told), detections, plan
 
     async def _passes(
@@ -360,12 +363,13 @@ class Translator:
         return DocumentPlan(docs, cut, self._fits(engine), whole), resolved
 
     def _whole(self, engine: ModelEngine, source: Lang, target: Lang) -> bool:
-        """Whether this request's units with markup go whole first: unless the pair's units
-        rarely keep their paired markup (`checks.markup_skip_limit`, tolk.translation.watch),
-        save one request in 10; else units with emphasis start without it."""
+        """Whether this request's units with emphasis go whole first: unless the pair's
+        units rarely keep their paired markup (`checks.markup_skip_limit`,
+        tolk.translation.watch), save one request with such units in 10; else they start
+        without it. (Its turn is taken once the plan shows such units: `_routed`.)"""
         if engine.settings.checks.markup_skip_limit >= 1:
             return True
-        return self.markup_whole.do(engine.name, source.tag, target.tag)
+        return self.markup_whole.next_does(engine.name, source.tag, target.tag)
 
     def _count_whole(self, routed: Routed, kept: Sequence[bool]) -> None:
         """The pass's units sent whole, each kept its markup or not, for the pair's watch."""

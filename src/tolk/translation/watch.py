@@ -94,6 +94,18 @@ class PairWatch:
         pair.turns += 1
         return pair.turns % PROBE_EVERY == 0
 
+    def next_does(self, model: str, source: str, target: str) -> bool:
+        """Whether the next `do` would do the step, without taking its turn: for a step
+        decided before it is known to apply (`turn` takes the turn once it does)."""
+        pair = self._pairs.get((model, source, target))
+        return pair is None or not pair.skipping or (pair.turns + 1) % PROBE_EVERY == 0
+
+    def turn(self, model: str, source: str, target: str) -> None:
+        """The turn `next_does` looked at, taken (counted while the pair skips)."""
+        pair = self._pairs.get((model, source, target))
+        if pair is not None and pair.skipping:
+            pair.turns += 1
+
     def record(self, model: str, source: str, target: str, wasted: bool, limit: float) -> None:
         """One outcome of the step: whether it was waste. Past `limit` (a share of the
         outcomes remembered) the pair skips the step."""
