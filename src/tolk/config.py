@@ -192,9 +192,10 @@ class CheckSettings(_Strict):
         0.8,
         gt=0,
         le=1,
-        description="A language pair whose markup units kept their paired markup (first try "
-        "or markup retry) in less than 1 minus this share of its last 200 sent whole has "
-        "its next requests' units with emphasis start without it, as its fallback would "
+        description="A language pair whose markup units with emphasis, sent whole, kept "
+        "their paired markup (first try or markup retry; the engine's outputs, not the "
+        "segment cache's) in less than 1 minus this share of its last 200 has its next "
+        "requests' units with emphasis start without it, as their fallback would "
         "(flagged `markup_dropped`): the whole unit's first try and markup retry are engine "
         "requests spent on outputs thrown away (on one H200 the 0.5B Qwen's en-ne units "
         "kept it in 3 of 24; so started, its markup passes made 28% fewer tokens at the "
