@@ -68,6 +68,13 @@ HOSTILE: list[tuple[str, str, dict[str, object]]] = [
             "format": "markdown",
         },
     ),
+    # Thousands of units with emphasis, each judged for the pair's markup watch (the demo
+    # model keeps no placeholder): only the last 200 outcomes are counted on the loop.
+    (
+        "markdown: 5,000 paragraphs with emphasis",
+        "/translate",
+        {"text": "".join(f"**w{i}** x.\n\n" for i in range(5_000)), "format": "markdown"},
+    ),
     (
         "nested <b>",
         "/translate",

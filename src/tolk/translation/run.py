@@ -19,7 +19,7 @@ import contextlib
 import dataclasses
 import logging
 import re
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, TypeVar
 
@@ -78,6 +78,15 @@ class Progress:
     segments: int = 1  # the request's size as admitted: its engine requests' rank (size_rank)
     done: int = 0
     in_flight: int = 0
+
+    @contextlib.contextmanager
+    def flying(self) -> Iterator[None]:
+        """One try of a segment in the engine for the body of the `with`."""
+        self.in_flight += 1
+        try:
+            yield
+        finally:
+            self.in_flight -= 1
 
 
 @dataclass(frozen=True)
@@ -498,12 +507,8 @@ class SegmentRun:
         self, requests: Sequence[Awaitable[list[Generation]]], text: str, job: EngineJob
     ) -> list[Attempt]:
         """A try's engine requests, run together, and each of their outputs judged."""
-        progress = self._flow.progress
-        progress.in_flight += 1
-        try:
+        with self._flow.progress.flying():
             batches = await run_all(requests)
-        finally:
-            progress.in_flight -= 1
         return [self.judge(text, g, job) for batch in batches for g in batch]
 
     def writes(self) -> bool:
@@ -528,23 +533,21 @@ class SegmentRun:
         candidates (on one H200 at 120 markup units at once, waiting for both kept such
         units at 1.0-1.3 s, about twice vLLM's server: docs/benchmarks.md section 29). The
         tokens of aborted candidates are not in the request's usage."""
-        progress = self._flow.progress
-        progress.in_flight += 1
         others = asyncio.ensure_future(sampled)
         # An error of candidates no longer waited for is theirs alone: retrieved, not logged.
         others.add_done_callback(lambda task: task.cancelled() or task.exception())
-        try:
-            first = [self.judge(text, g, job) for g in await greedy]
-            if not first[0].verdict.problems:
-                return first
+        with self._flow.progress.flying():
             try:
-                return [*first, *(self.judge(text, g, job) for g in await others)]
-            except TolkError as exc:  # the greedy output is in hand: it goes on as without
-                log.warning("a sampled twin of segment %d failed: %s", job.index, exc)
-                return first
-        finally:
-            others.cancel()  # aborted in the engine, if still running
-            progress.in_flight -= 1
+                first = [self.judge(text, g, job) for g in await greedy]
+                if not first[0].verdict.problems:
+                    return first
+                try:
+                    return [*first, *(self.judge(text, g, job) for g in await others)]
+                except TolkError as exc:  # the greedy output is in hand: it goes on as without
+                    log.warning("a sampled twin of segment %d failed: %s", job.index, exc)
+                    return first
+            finally:
+                others.cancel()  # aborted in the engine, if still running
 
     def job(
         self, index: int, text: str, told: Instructions, show_examples: bool = True

@@ -56,7 +56,7 @@ from tolk.translation.request import ChatRequest, GlossaryRequest, MemoryRequest
 from tolk.translation.results import OnSegment, Translation, Usage, merge
 from tolk.translation.run import Flow, Progress, Routed, SegmentRun, run_all
 from tolk.translation.segment import Counter, ManyCounter, Segmented, SplitMode, segment
-from tolk.translation.watch import PairWatch
+from tolk.translation.watch import WINDOW, PairWatch
 
 T = TypeVar("T")
 
@@ -298,7 +298,7 @@ class Translator:
         plan, resolved = await self._prepared(
             inline, self._plan, documents, cut, request.glossary, source, target, engine, whole
         )
-        if plan.emphasised and engine.settings.checks.markup_skip_limit < 1:
+        if plan.emphasised:
             # A probe's turn is a request the decision applied to (not a plain text's).
             self.markup_whole.turn(engine.name, source.tag, target.tag)
         return Routed(engine, source, target, resolved, told), detections, plan
@@ -366,19 +366,20 @@ class Translator:
         """Whether this request's units with emphasis go whole first: unless the pair's
         units rarely keep their paired markup (`checks.markup_skip_limit`,
         tolk.translation.watch), save one request with such units in 10; else they start
-        without it. (Its turn is taken once the plan shows such units: `_routed`.)"""
-        if engine.settings.checks.markup_skip_limit >= 1:
-            return True
+        without it. (Its turn is taken once the plan shows such units: `_routed`. With the
+        limit at 1 nothing is counted, `_count_whole`, so the pair never skips.)"""
         return self.markup_whole.next_does(engine.name, source.tag, target.tag)
 
     def _count_whole(self, routed: Routed, kept: Sequence[bool]) -> None:
-        """The pass's units sent whole, each kept its markup or not, for the pair's watch."""
+        """The pass's units sent whole, each kept its markup or not, for the pair's watch:
+        only the last WINDOW (all it remembers), so a document of thousands of units costs
+        the event loop no more than one of 200."""
         engine = routed.engine
         limit = engine.settings.checks.markup_skip_limit
         if limit >= 1:
             return
         pair = (engine.name, routed.source.tag, routed.target.tag)
-        for one in kept:
+        for one in kept[-WINDOW:]:
             self.markup_whole.record(*pair, not one, limit)
 
     def _check_memory(self, asked: MemoryRequest, source: Lang) -> None:

@@ -88,11 +88,9 @@ class PairWatch:
     def do(self, model: str, source: str, target: str) -> bool:
         """Whether this time does the step: unless the pair is past its limit, save the
         probes."""
-        pair = self._pairs.get((model, source, target))
-        if pair is None or not pair.skipping:
-            return True
-        pair.turns += 1
-        return pair.turns % PROBE_EVERY == 0
+        does = self.next_does(model, source, target)
+        self.turn(model, source, target)
+        return does
 
     def next_does(self, model: str, source: str, target: str) -> bool:
         """Whether the next `do` would do the step, without taking its turn: for a step
