@@ -203,6 +203,20 @@ class CheckSettings(_Strict):
         "whole, so the share keeps being measured; 1: every unit whole first "
         "(tolk.translation.watch).",
     )
+    markup_skip_unwritten: bool = Field(
+        True,
+        description="A language pair whose plain first tries go as retries "
+        "(`first_as_retry_limit`: the model does not write the target language) skips the "
+        "markup steps that `markup_skip_limit` and `markup_retry_min_mended` would skip "
+        "(its units with emphasis start without it; a unit whose placeholders did not come "
+        "back goes to its fallback without a markup retry) from its first markup unit on, "
+        "not only once 20 of its own outcomes say so: a markup pass sends all its units at "
+        "once, so those outcomes come after every unit went whole and was retried (on one "
+        "H200 the 0.5B Qwen's en-ne units took 4.7-5.6 s in their first pass, 3.8 s once "
+        "learnt: docs/benchmarks.md, section 30). One in 10 still does them, and once the "
+        "pair has 20 outcomes of its own they decide. Applies only where those steps' own "
+        "watches are on.",
+    )
     retry_min_mended: float = Field(
         0.2,
         ge=0,

@@ -204,6 +204,64 @@ def test_a_pair_whose_units_never_keep_their_markup_starts_them_without_emphasis
     assert (labels, 1.0) in metric_samples(metrics, "tolk_pair_skipping")
 
 
+def _unwritten(
+    test_model: Path, presume: bool
+) -> Iterator[tuple[InProcessServer, FakeLLM, list[int]]]:
+    """A stand-in model that does not write the target language: a plain text's usual first
+    try echoes the source and its retry (told which language to answer in) translates, so
+    the pair's first tries go as retries once learnt; a segment with placeholders loses
+    them, however asked. `asked`: the `n` of each engine request."""
+    asked: list[int] = []
+
+    def reply(prompt: str, sampling_params: Any) -> str:
+        asked.append(sampling_params.n)
+        text = prompt.rsplit("<|im_start|>user", 1)[-1]
+        if "](1)" in text or "Write the translation in German only" in text:
+            return TRANSLATION
+        return SOURCE
+
+    checks = {"enabled": True, "markup_skip_unwritten": presume}
+    for server, llm in scripted_server(test_model, "unwritten", reply, checks=checks):
+        yield server, llm, asked
+
+
+@pytest.mark.parametrize("presume", [True, False])
+def test_a_pair_the_model_does_not_write_skips_the_markup_steps_from_its_first_unit(
+    test_model: Path, presume: bool
+) -> None:
+    """`checks.markup_skip_unwritten`: once a pair's plain first tries go as retries (the
+    model does not write the language), its first markup units skip the steps the markup
+    watches skip once learnt: a unit with emphasis starts without it (one engine request,
+    not its whole first try, markup retry and plain text), and a unit whose link was lost
+    goes run by run without a markup retry (no request of several outputs). Off, the same
+    units take every step until the watches have 20 outcomes of their own."""
+    from tolk.translation.watch import MIN_SEEN
+
+    for server, llm, asked in _unwritten(test_model, presume):
+        for _ in range(MIN_SEEN):  # the first try echoes, its retry replaces it
+            assert translated(server, SOURCE)["translation"] == TRANSLATION
+        assert llm.requests == 2 * MIN_SEEN
+        asked.clear()
+        bold = "The **museum** opens at nine in the morning and closes at six."
+        answer = translated(server, bold, format="markdown")
+        assert answer["translation"] == TRANSLATION, answer
+        assert [w["code"] for w in answer["warnings"]] == ["markup_dropped"], answer
+        assert (asked == [1]) is presume, asked  # its plain text alone, as a retry is asked
+        asked.clear()
+        link = "Visit the [museum](https://example.com/) today."
+        answer = translated(server, link, format="markdown")
+        assert "[" + TRANSLATION + "](https://example.com/)" in answer["translation"], answer
+        assert (max(asked) == 1) is presume, asked  # the markup retry samples several
+        metrics = httpx.get(f"{server.url}/metrics", timeout=30).text
+        skipping = metric_samples(metrics, "tolk_pair_skipping")
+        for step in ("markup_whole", "markup_retry"):
+            labels = {"model": "unwritten", "pair": "en>de", "step": step}
+            assert ((labels, 1.0) in skipping) is presume, skipping
+            # Presumed, not measured: no share of waste to show yet (off: measured).
+            shares = [s for s, _ in metric_samples(metrics, "tolk_pair_waste_share")]
+            assert (labels not in shares) is presume, shares
+
+
 def test_a_document_whose_only_unit_goes_run_by_run_is_translated(
     losing: tuple[InProcessServer, FakeLLM],
 ) -> None:

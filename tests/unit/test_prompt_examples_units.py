@@ -66,3 +66,28 @@ def test_the_watch_skips_past_the_limit_and_does_it_again_when_the_waste_stops()
     for _ in range(WINDOW):
         never.record(*pair, wasted=True, limit=1.0)
     assert never.do(*pair)
+
+
+def test_a_step_presumed_waste_is_skipped_until_the_pairs_own_outcomes_decide() -> None:
+    """`presumed` (the markup steps of a pair the model does not write,
+    `checks.markup_skip_unwritten`): skipped from the first time, save the probes, and shown
+    as skipping with no waste share yet; once the pair has MIN_SEEN outcomes of its own they
+    decide, whatever is presumed."""
+    from tolk.translation.watch import MIN_SEEN, PROBE_EVERY, PairWatch
+
+    watch = PairWatch("markup units sent whole")
+    pair = ("m", "en", "ne")
+    assert watch.states() == []
+    assert not watch.next_does(*pair, presumed=True)
+    assert watch.next_does(*pair)  # not presumed: done
+    done = [watch.do(*pair, presumed=True) for _ in range(2 * PROBE_EVERY)]
+    assert done.count(True) == 2, done  # the probes
+    assert done[PROBE_EVERY - 1], done
+    assert watch.states() == [("m", "en>ne", None, True)]
+    assert not watch.skipping(*pair)  # its own outcomes say nothing yet
+    for _ in range(MIN_SEEN - 1):  # the probes' outcomes: none was waste
+        watch.record(*pair, wasted=False, limit=0.8)
+    assert not watch.do(*pair, presumed=True)  # too few of its own yet: still presumed
+    watch.record(*pair, wasted=False, limit=0.8)
+    assert all(watch.do(*pair, presumed=True) for _ in range(PROBE_EVERY))  # they decide
+    assert watch.states() == [("m", "en>ne", 0.0, False)]

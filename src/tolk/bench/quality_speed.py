@@ -127,6 +127,10 @@ VARIANTS: dict[str, Variant] = {
     # Every markup unit sent whole first, however rarely its pair's units keep their markup
     # so (checks.markup_skip_limit: else those with emphasis start without it).
     "markup-whole-always": _checks({"markup_skip_limit": 1.0}),
+    # A pair the model does not write (its plain first tries go as retries) takes every
+    # markup step until the markup watches have outcomes of their own, not skipping them
+    # from its first unit on (checks.markup_skip_unwritten).
+    "markup-unwritten-learnt": _checks({"markup_skip_unwritten": False}),
     # A markup unit's plain-text fallback asked for after its markup retry, not beside it.
     "fallback-late": _checks({"markup_fallback_early": False}),
     # Whole-step CUDA graphs for steps that read prompts too (GPU with FlashAttention 3), not

@@ -269,12 +269,15 @@ class PairStates(Collector):
         )
         skipping = GaugeMetricFamily(
             "tolk_pair_skipping",
-            "1 while the pair skips the step (save one time in 10), else 0.",
+            "1 while the pair skips the step (save one time in 10), else 0; a markup step of "
+            "a pair the model does not write is skipped before it has outcomes of its own "
+            "(checks.markup_skip_unwritten).",
             labels=["model", "pair", "step"],
         )
         for step, watch in self.watches.items():
             for model, pair, waste, skips in watch.states():
-                share.add_metric([model, pair, step], waste)
+                if waste is not None:  # (none before its first outcome: skipped as presumed)
+                    share.add_metric([model, pair, step], waste)
                 skipping.add_metric([model, pair, step], 1.0 if skips else 0.0)
         yield from (share, skipping)
 

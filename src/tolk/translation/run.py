@@ -193,6 +193,7 @@ class SegmentRun:
         "_tm",
         "_translator",
         "_twins",
+        "_unwritten",
     )
 
     def __init__(
@@ -223,6 +224,9 @@ class SegmentRun:
         self._copying = translator.copying if watch else None
         watch = self._retries and checks.markup_retry_min_mended > 0
         self._markup_watch = translator.markup_retries if watch else None
+        # Its retries presumed waste before they are measured, where the model does not
+        # write the target language (checks.markup_skip_unwritten).
+        self._unwritten = translator.unwritten(engine, self._source, self._target)
         watch = self._retries and checks.retry_min_mended > 0
         self._retry_watch = translator.retries if watch else None
         # Sampled candidates and alternatives need the usual first try beside them.
@@ -444,13 +448,18 @@ class SegmentRun:
         """Whether a first try with problems is retried: yes, unless its pair's retries of
         such problems rarely mend them (tolk.translation.watch), or it went as a retry and
         its retry would be the same request (greedy `checks.retry_sampling`; a markup retry
-        samples candidates, so is still done). A markup unit not retried falls back to its
-        plain text at once; a text keeps its first try, flagged."""
+        samples candidates, so is still done). A markup retry is presumed waste before it is
+        measured where the model does not write the target language
+        (`checks.markup_skip_unwritten`). A markup unit not retried falls back to its plain
+        text at once; a text keeps its first try, flagged."""
         greedy = self._checks.retry_sampling.temperature == 0
         if form.as_retry and greedy and not _markup_only(first):
             return False
         watch = self._watch_of(first)
-        return watch is None or watch.do(self._engine.name, self._source.tag, self._target.tag)
+        if watch is None:
+            return True
+        presumed = watch is self._markup_watch and self._unwritten
+        return watch.do(self._engine.name, self._source.tag, self._target.tag, presumed)
 
     def count_first(self, form: FirstForm, first: Verdict, replaced: bool) -> None:
         """A plain text's usual first try's outcome, for its pair's watch over first tries:

@@ -294,13 +294,14 @@ class Translator:
         told = instructions_for(engine, target, request.instructions)
         cut = self._splitter(engine, request.split, source)
         # (Decided here, on the loop, whose the watches are: the plan is made off it.)
-        whole = self._whole(engine, source, target)
+        presumed = self._skips_whole_unmeasured(engine, source, target)
+        whole = self.markup_whole.next_does(engine.name, source.tag, target.tag, presumed)
         plan, resolved = await self._prepared(
             inline, self._plan, documents, cut, request.glossary, source, target, engine, whole
         )
         if plan.emphasised:
             # A probe's turn is a request the decision applied to (not a plain text's).
-            self.markup_whole.turn(engine.name, source.tag, target.tag)
+            self.markup_whole.turn(engine.name, source.tag, target.tag, presumed)
         return Routed(engine, source, target, resolved, told), detections, plan
 
     async def _passes(
@@ -362,13 +363,22 @@ class Translator:
         docs = [resolved.protect(d) for d in documents(cut)]
         return DocumentPlan(docs, cut, self._fits(engine), whole), resolved
 
-    def _whole(self, engine: ModelEngine, source: Lang, target: Lang) -> bool:
-        """Whether this request's units with emphasis go whole first: unless the pair's
-        units rarely keep their paired markup (`checks.markup_skip_limit`,
-        tolk.translation.watch), save one request with such units in 10; else they start
-        without it. (Its turn is taken once the plan shows such units: `_routed`. With the
-        limit at 1 nothing is counted, `_count_whole`, so the pair never skips.)"""
-        return self.markup_whole.next_does(engine.name, source.tag, target.tag)
+    def _skips_whole_unmeasured(self, engine: ModelEngine, source: Lang, target: Lang) -> bool:
+        """Whether the pair's units with emphasis start without it before its own outcomes
+        decide (`markup_whole`'s `presumed`; with enough of them they do, save one request
+        with such units in 10: `checks.markup_skip_limit`, tolk.translation.watch): where
+        the model does not write the target language (`unwritten`), unless the limit is 1
+        (then nothing is counted, `_count_whole`, and the pair never skips)."""
+        checks = engine.settings.checks
+        return checks.markup_skip_limit < 1 and self.unwritten(engine, source, target)
+
+    def unwritten(self, engine: ModelEngine, source: Lang, target: Lang) -> bool:
+        """Whether the pair's markup steps are presumed waste before they are measured
+        (`checks.markup_skip_unwritten`): its plain first tries go as retries, so the model
+        does not write the target language (tolk.translation.watch)."""
+        return engine.settings.checks.markup_skip_unwritten and self.first_tries.skipping(
+            engine.name, source.tag, target.tag
+        )
 
     def _count_whole(self, routed: Routed, kept: Sequence[bool]) -> None:
         """The pass's units sent whole, each kept its markup or not, for the pair's watch:

@@ -45,7 +45,14 @@ per model and language pair, by the outcomes of the last WINDOW times they were 
 
 While a pair is past its limit, one time in PROBE_EVERY still does the thing, so the share
 keeps being measured, and when the model's behaviour changes the pair comes back. Before
-MIN_SEEN outcomes nothing is skipped. Nothing is hidden from the client: a copy or a lost
+MIN_SEEN outcomes nothing is skipped, save where the caller presumes the step waste
+(`presumed`): the markup steps (the whole first rung, the markup retry) of a pair whose plain
+first tries go as retries, a language the model does not write (`checks.markup_skip_unwritten`).
+A markup pass sends all its units at once, so a pair's own outcomes come only after every one
+of its units went whole and was retried: on one H200 en-ne's first markup pass took 4.7-5.6 s
+a unit, its later ones 3.8 s (docs/benchmarks.md, section 30). Presumed so, the pair skips the
+step from its first unit on (the probes, one in PROBE_EVERY, gather its own outcomes), and once
+it has MIN_SEEN of them they decide. Nothing is hidden from the client: a copy or a lost
 placeholder is still flagged as before. Per process and in memory: a restarted server measures
 again within its first tries; the log says when a pair starts and stops skipping, and
 `/metrics` has each pair's `tolk_pair_waste_share` and `tolk_pair_skipping` per step.
@@ -74,6 +81,7 @@ class _Pair:
     waste: int = 0  # of those remembered
     skipping: bool = False
     turns: int = 0  # times asked while skipping, for the probes
+    presumed: bool = False  # the caller presumed the step waste (last turn), unmeasured yet
 
 
 class PairWatch:
@@ -85,24 +93,37 @@ class PairWatch:
         self.what = what
         self._pairs: dict[tuple[str, str, str], _Pair] = {}
 
-    def do(self, model: str, source: str, target: str) -> bool:
-        """Whether this time does the step: unless the pair is past its limit, save the
-        probes."""
-        does = self.next_does(model, source, target)
-        self.turn(model, source, target)
+    def do(self, model: str, source: str, target: str, presumed: bool = False) -> bool:
+        """Whether this time does the step: unless the pair is past its limit (or, before
+        its own outcomes decide, `presumed` waste), save the probes."""
+        does = self.next_does(model, source, target, presumed)
+        self.turn(model, source, target, presumed)
         return does
 
-    def next_does(self, model: str, source: str, target: str) -> bool:
+    def next_does(self, model: str, source: str, target: str, presumed: bool = False) -> bool:
         """Whether the next `do` would do the step, without taking its turn: for a step
         decided before it is known to apply (`turn` takes the turn once it does)."""
         pair = self._pairs.get((model, source, target))
-        return pair is None or not pair.skipping or (pair.turns + 1) % PROBE_EVERY == 0
+        if not _skips(pair, presumed):
+            return True
+        turns = pair.turns if pair is not None else 0
+        return (turns + 1) % PROBE_EVERY == 0
 
-    def turn(self, model: str, source: str, target: str) -> None:
+    def turn(self, model: str, source: str, target: str, presumed: bool = False) -> None:
         """The turn `next_does` looked at, taken (counted while the pair skips)."""
         pair = self._pairs.get((model, source, target))
-        if pair is not None and pair.skipping:
-            pair.turns += 1
+        if not _skips(pair, presumed):
+            return
+        if pair is None:
+            pair = self._pairs[(model, source, target)] = _Pair()
+        if presumed and not pair.presumed and len(pair.wasted) < MIN_SEEN:
+            log.info(
+                "model '%s' %s: %s skipped before measured, the model not writing the "
+                "language (its plain first tries go as retries); one in %d still done",
+                model, f"{source}>{target}", self.what, PROBE_EVERY,
+            )  # fmt: skip
+        pair.presumed = presumed
+        pair.turns += 1
 
     def record(self, model: str, source: str, target: str, wasted: bool, limit: float) -> None:
         """One outcome of the step: whether it was waste. Past `limit` (a share of the
@@ -133,11 +154,25 @@ class PairWatch:
         pair = self._pairs.get((model, source, target))
         return pair is not None and pair.skipping
 
-    def states(self) -> list[tuple[str, str, float, bool]]:
-        """(model, "source>target", waste share, skipping) of every pair seen, for the
-        metrics (tolk_pair_waste_share, tolk_pair_skipping)."""
+    def states(self) -> list[tuple[str, str, float | None, bool]]:
+        """(model, "source>target", waste share or None before any outcome, skipping) of
+        every pair seen or presumed, for the metrics (tolk_pair_waste_share,
+        tolk_pair_skipping)."""
         return [
-            (model, f"{source}>{target}", pair.waste / len(pair.wasted), pair.skipping)
+            (
+                model,
+                f"{source}>{target}",
+                pair.waste / len(pair.wasted) if pair.wasted else None,
+                _skips(pair, pair.presumed),
+            )
             for (model, source, target), pair in list(self._pairs.items())
-            if pair.wasted
+            if pair.wasted or pair.presumed
         ]
+
+
+def _skips(pair: _Pair | None, presumed: bool) -> bool:
+    """Whether the step is skipped for the pair: as its own outcomes say once it has
+    MIN_SEEN of them (`skipping` is never set before), else as the caller presumes."""
+    if pair is not None and len(pair.wasted) >= MIN_SEEN:
+        return pair.skipping
+    return presumed
