@@ -305,12 +305,14 @@ async def test_standin_markup_gets_a_sampled_candidate_and_keeps_the_one_with_it
     assert hedged.texts == ["Guten <b>Morgen</b>."]
     assert len(script.prompts) == 2
     # No twin for a pair whose plain first tries are mostly replaced by their retries'
-    # output (the model does not write its target well enough).
+    # output (the model does not write its target well enough). (A link: a unit with
+    # emphasis would start without it there, checks.markup_skip_unwritten.)
     script.prompts.clear()
     for _ in range(20):
         standin_translator.first_tries.record("markup", "en", "de", True, 0.5)
-    alone = await standin_translator.translate(["Good <b>morning</b>."], html)
-    assert alone.texts == ["Guten <b>Morgen</b>."]
+    linked = 'Good <a href="https://example.com/">morning</a>.'
+    alone = await standin_translator.translate([linked], html)
+    assert alone.texts == ['Guten <a href="https://example.com/">Morgen</a>.']
     assert len(script.prompts) == 1
     for _ in range(200):
         standin_translator.first_tries.record("markup", "en", "de", False, 0.5)
