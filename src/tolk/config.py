@@ -278,6 +278,21 @@ class CandidateSettings(_Strict):
         "p50 3.1-3.3 s against 4.4-5.8, markdown 3.0-3.2 against 2.0-2.2 (docs/benchmarks.md,"
         " section 29).",
     )
+    markup_twin_pairs: int = Field(
+        0,
+        ge=0,
+        le=16,
+        description="`markup_n`'s twins only for a segment with at least this many paired "
+        "placeholders (emphasis, links: each one the greedy output may lose; a code span or "
+        "an image, unpaired, it rarely does); 0: every segment with placeholders. A twin "
+        "is a sequence more in the engine's batch for as long as its greedy output runs, and "
+        "the engine's step takes longer with every sequence it holds: on one H200 the 120 "
+        "markup units of `tolk bench quality` ran 216 sequences at once with a twin each "
+        "against vLLM's server's 120, each token 1.8-2.3x as slow (docs/benchmarks.md, "
+        "section 31). On the CPU the 0.5B Qwen's greedy first tries lost a placeholder in 14 "
+        "of 36 markdown units with two pairs and a code span, 19 of 36 HTML units with three "
+        "pairs.",
+    )
     sampling: SamplingSettings = Field(
         default_factory=lambda: SamplingSettings(temperature=0.7, top_p=0.95),
         description="Decoding settings of the sampled candidates.",

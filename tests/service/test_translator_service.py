@@ -80,9 +80,10 @@ class Script:
 
 @pytest.fixture(scope="module")
 def standin_pool(test_model: Path) -> Iterator[tuple[ModelPool, FakeEngines]]:
-    """Three models over stand-in engines: `plain` (output checks off, as the test servers
-    have them), `checked` (on) and `markup` (on, a sampled candidate beside the greedy first
-    try of a segment with placeholders: `candidates.markup_n`)."""
+    """Four models over stand-in engines: `plain` (output checks off, as the test servers
+    have them), `checked` (on), `markup` (on, a sampled candidate beside the greedy first
+    try of a segment with placeholders: `candidates.markup_n`) and `paired` (the same, only
+    for a segment with two paired placeholders or more: `candidates.markup_twin_pairs`)."""
     languages = ["en", "de", "fr"]
     config = build_config(
         server_config(
@@ -95,6 +96,13 @@ def standin_pool(test_model: Path) -> Iterator[tuple[ModelPool, FakeEngines]]:
                     languages=languages,
                     checks={"enabled": True},
                     candidates={"markup_n": 2},
+                ),
+                model_config(  # the twin only where a segment has two pairs or more
+                    "paired",
+                    test_model,
+                    languages=languages,
+                    checks={"enabled": True},
+                    candidates={"markup_n": 2, "markup_twin_pairs": 2},
                 ),
             ],
             port=1,
@@ -343,6 +351,26 @@ async def test_standin_markup_gets_a_sampled_candidate_and_keeps_the_one_with_it
         script.hold = None
     assert mended.texts == ["Guten <b>Morgen</b>."]
     assert mended.checks.retried == 1
+
+
+async def test_standin_markup_twins_only_where_a_segment_has_enough_pairs(
+    standin_translator: Translator, standin_script: dict[str, Script]
+) -> None:
+    """`candidates.markup_twin_pairs` 2: a segment with one pair (and a line break,
+    unpaired) gets its greedy first try alone, retried when that loses the pair; one with two
+    pairs gets the twin beside it, which keeps them when the greedy output does not."""
+    script = standin_script["paired"]
+    html = _request("paired", format="html")
+    script.reply = lambda prompt, n: "Guten Morgen `2`." if n == 0 else "Guten [Morgen](1) `2`."
+    one = await standin_translator.translate(["Good <b>morning</b> <br>."], html)
+    assert one.texts == ["Guten <b>Morgen</b> <br>."]
+    assert one.checks.retried == 1  # the second engine request: its markup retry, no twin
+    script.prompts.clear()
+    script.reply = lambda prompt, n: "Guten Morgen." if n == 0 else "[Guten](1) [Morgen](2)."
+    two = await standin_translator.translate(["<i>Good</i> <b>morning</b>."], html)
+    assert two.texts == ["<i>Guten</i> <b>Morgen</b>."]
+    assert two.checks.retried == 0  # the twin kept them
+    assert len(script.prompts) == 2
 
 
 async def test_standin_a_retry_no_better_keeps_the_first_and_warns(

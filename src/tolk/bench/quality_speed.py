@@ -124,6 +124,9 @@ VARIANTS: dict[str, Variant] = {
     # (`candidates.markup_n` 2 or 1: the hedge, tolk.translation.run.SegmentRun._hedged).
     "markup-twin": _part("candidates", {"markup_n": 2}),
     "markup-twin-off": _part("candidates", {"markup_n": 1}),
+    # The twin for every segment with placeholders, not only those with enough pairs
+    # (`candidates.markup_twin_pairs` 0; the GPU config ships 3).
+    "markup-twin-every": _part("candidates", {"markup_twin_pairs": 0}),
     # Every markup unit sent whole first, however rarely its pair's units keep their markup
     # so (checks.markup_skip_limit: else those with emphasis start without it).
     "markup-whole-always": _checks({"markup_skip_limit": 1.0}),

@@ -192,6 +192,7 @@ class SegmentRun:
         "_target",
         "_tm",
         "_translator",
+        "_twin_pairs",
         "_twins",
         "_unwritten",
     )
@@ -211,6 +212,7 @@ class SegmentRun:
         checks = self._checks = settings.checks
         self._candidates = settings.candidates
         self._twins = settings.markup_twins
+        self._twin_pairs = self._candidates.markup_twin_pairs
         self._instructed = settings.prompt_format in INSTRUCTED
         self._alternatives = request.alternatives
         # A first try samples this many outputs beside the greedy one.
@@ -374,8 +376,9 @@ class SegmentRun:
         """The segment's first try, and the output chosen of it: the greedy output (or, as
         a retry, `checks.retry_sampling`'s) and, with `candidates.n` > 1, n-1 sampled ones
         to choose among by minimum Bayes risk; as many as the request's `alternatives` if
-        more, the further ones only alternatives. A segment with placeholders gets
-        `candidates.markup_n`-1 where that is more and the model writes the pair (`writes`);
+        more, the further ones only alternatives. A segment with placeholders (at least
+        `candidates.markup_twin_pairs` of them pairs) gets `candidates.markup_n`-1 where that
+        is more and the model writes the pair (`writes`);
         where it would get none otherwise they are a hedge, waited for only if the greedy
         output has problems (`_hedged`). `job`: the segment's, if the segment cache's step
         made it already."""
@@ -387,7 +390,7 @@ class SegmentRun:
         requests = [engine.generate_n(ids, budget, decoding, stop, 1, None, segments=size)]
         candidates, sampled, hedged = self._candidates.n, self._sampled, False
         twins = self._twins
-        if twins and form.markup and self.writes():
+        if twins and form.pairs >= self._twin_pairs and form.markup and self.writes():
             # `candidates.markup_n`'s, only a hedge where no candidate is asked for otherwise.
             hedged, candidates, sampled = not sampled, 1 + twins, max(sampled, twins)
         if sampled:  # and sampled ones beside the greedy one
@@ -419,6 +422,8 @@ class SegmentRun:
         pair = (self._engine.name, self._source.tag, self._target.tag)
         first, copying = self._first_watch, self._copying
         markup = PLACEHOLDER.search(text) is not None
+        # (Paired placeholders opened: `<gN>`, for `candidates.markup_twin_pairs`.)
+        pairs = sum(1 for m in PLACEHOLDER.finditer(text) if m[2] and not m[1]) if markup else 0
         # Only plain texts are the first-try watch's: measured and switched.
         watched = first is not None and not markup
         if watched and first is not None and not first.do(*pair):
@@ -426,8 +431,9 @@ class SegmentRun:
             told_again = self.told_again(text, told, Verdict(problems))
             return FirstForm(told, told_again, False, watched, markup, as_retry=True)
         if copying is None or copying.do(*pair):
-            return FirstForm(told, told, True, watched, markup)
-        return FirstForm(told, self.told_again(text, told, COPIED), False, watched, markup)
+            return FirstForm(told, told, True, watched, markup, pairs=pairs)
+        again = self.told_again(text, told, COPIED)
+        return FirstForm(told, again, False, watched, markup, pairs=pairs)
 
     def told_again(self, text: str, told: Instructions, problems: Verdict) -> Instructions:
         """A retry's instructions after `problems`: firmer, where `checks.retry_instruction`."""
@@ -649,8 +655,8 @@ class FirstForm:
     """How a segment's first try goes (SegmentRun.first_form): `asked`, the request's
     instructions (what a retry starts from), `told`, the first try's, whether it shows the
     pair's `examples`, whether the pair's first-try watch measures it (`watched`: a plain
-    text), whether the segment has placeholders (`markup`) and whether it goes `as_retry`
-    (with `checks.retry_sampling`)."""
+    text), whether the segment has placeholders (`markup`), whether it goes `as_retry`
+    (with `checks.retry_sampling`) and how many of its placeholders are pairs."""
 
     asked: Instructions
     told: Instructions
@@ -658,6 +664,7 @@ class FirstForm:
     watched: bool
     markup: bool
     as_retry: bool = False
+    pairs: int = 0
 
 
 def finish(
