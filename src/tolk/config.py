@@ -213,7 +213,8 @@ class CheckSettings(_Strict):
         "not only once 20 of its own outcomes say so: a markup pass sends all its units at "
         "once, so those outcomes come after every unit went whole and was retried (on one "
         "H200 the 0.5B Qwen's en-ne units took 4.7-5.6 s in their first pass, 3.8 s once "
-        "learnt: docs/benchmarks.md, section 30). One in 10 still does them, and once the "
+        "learnt, section 30 of docs/benchmarks.md; presumed, 2.8-4.1 s in their first pass "
+        "of three runs, section 31). One in 10 still does them, and once the "
         "pair has 20 outcomes of its own they decide. Applies only where those steps' own "
         "watches are on.",
     )
@@ -285,13 +286,14 @@ class CandidateSettings(_Strict):
         description="`markup_n`'s twins only for a segment with at least this many paired "
         "placeholders (emphasis, links: each one the greedy output may lose; a code span or "
         "an image, unpaired, it rarely does); 0: every segment with placeholders. A twin "
-        "is a sequence more in the engine's batch for as long as its greedy output runs, and "
-        "the engine's step takes longer with every sequence it holds: on one H200 the 120 "
-        "markup units of `tolk bench quality` ran 216 sequences at once with a twin each "
-        "against vLLM's server's 120, each token 1.8-2.3x as slow (docs/benchmarks.md, "
-        "section 31). On the CPU the 0.5B Qwen's greedy first tries lost a placeholder in 14 "
-        "of 36 markdown units with two pairs and a code span, 19 of 36 HTML units with three "
-        "pairs.",
+        "is one more sequence in the engine's batch while its greedy output runs, and a step "
+        "takes longer with every sequence it holds. On one H200 at 3 (the bench's HTML units "
+        "have three pairs, its markdown units two and a code span), de/fr/es markup units' "
+        "p50 was 1.60x vLLM's server's for markdown and 2.02x for HTML over 12 rounds of "
+        "three runs, against 1.80x and 2.35x with a twin for every segment (7 rounds, "
+        "blocks run after: docs/benchmarks.md, section 31). On the CPU the 0.5B Qwen's "
+        "greedy first tries lost a placeholder in 14 of 36 such markdown units and 19 of 36 "
+        "HTML units.",
     )
     sampling: SamplingSettings = Field(
         default_factory=lambda: SamplingSettings(temperature=0.7, top_p=0.95),
