@@ -206,7 +206,9 @@ class CheckSettings(_Strict):
     markup_skip_unwritten: bool = Field(
         True,
         description="A language pair whose plain first tries go as retries "
-        "(`first_as_retry_limit`: the model does not write the target language) skips the "
+        "(`first_as_retry_limit`: the model does not write the target language; known after "
+        "20 plain texts, never with `first_as_retry_limit` 1 or `candidates.n` > 1, where "
+        "first tries are not watched) skips the "
         "markup steps that `markup_skip_limit` and `markup_retry_min_mended` would skip "
         "(its units with emphasis start without it; a unit whose placeholders did not come "
         "back goes to its fallback without a markup retry) from its first markup unit on, "
@@ -283,7 +285,8 @@ class CandidateSettings(_Strict):
         0,
         ge=0,
         le=16,
-        description="`markup_n`'s twins only for a segment with at least this many paired "
+        description="`markup_n`'s twins (where it is above `n`) only for a segment with at "
+        "least this many paired "
         "placeholders (emphasis, links: each one the greedy output may lose; a code span or "
         "an image, unpaired, it rarely does); 0: every segment with placeholders. A twin "
         "is one more sequence in the engine's batch while its greedy output runs, and a step "

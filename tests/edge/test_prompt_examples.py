@@ -205,12 +205,13 @@ def test_a_pair_whose_units_never_keep_their_markup_starts_them_without_emphasis
 
 
 def _unwritten(
-    test_model: Path, presume: bool
+    test_model: Path, checks: dict[str, Any]
 ) -> Iterator[tuple[InProcessServer, FakeLLM, list[int]]]:
     """A stand-in model that does not write the target language: a plain text's usual first
     try echoes the source and its retry (told which language to answer in) translates, so
     the pair's first tries go as retries once learnt; a segment with placeholders loses
-    them, however asked. `asked`: the `n` of each engine request."""
+    them, however asked. `checks`: the model's, beside `enabled`. `asked`: the `n` of each
+    engine request."""
     asked: list[int] = []
 
     def reply(prompt: str, sampling_params: Any) -> str:
@@ -220,14 +221,22 @@ def _unwritten(
             return TRANSLATION
         return SOURCE
 
-    checks = {"enabled": True, "markup_skip_unwritten": presume}
-    for server, llm in scripted_server(test_model, "unwritten", reply, checks=checks):
+    settings = {"enabled": True, **checks}
+    for server, llm in scripted_server(test_model, "unwritten", reply, checks=settings):
         yield server, llm, asked
 
 
-@pytest.mark.parametrize("presume", [True, False])
+@pytest.mark.parametrize(
+    ("checks", "presume"),
+    [
+        ({"markup_skip_unwritten": True}, True),
+        ({"markup_skip_unwritten": False}, False),
+        # Only where the steps' own watches are on: with them off, nothing is presumed.
+        ({"markup_skip_limit": 1.0, "markup_retry_min_mended": 0.0}, False),
+    ],
+)
 def test_a_pair_the_model_does_not_write_skips_the_markup_steps_from_its_first_unit(
-    test_model: Path, presume: bool
+    test_model: Path, checks: dict[str, Any], presume: bool
 ) -> None:
     """`checks.markup_skip_unwritten`: once a pair's plain first tries go as retries (the
     model does not write the language), its first markup units skip the steps the markup
@@ -237,7 +246,7 @@ def test_a_pair_the_model_does_not_write_skips_the_markup_steps_from_its_first_u
     units take every step until the watches have 20 outcomes of their own."""
     from tolk.translation.watch import MIN_SEEN
 
-    for server, llm, asked in _unwritten(test_model, presume):
+    for server, llm, asked in _unwritten(test_model, checks):
         for _ in range(MIN_SEEN):  # the first try echoes, its retry replaces it
             assert translated(server, SOURCE)["translation"] == TRANSLATION
         assert llm.requests == 2 * MIN_SEEN
@@ -257,9 +266,11 @@ def test_a_pair_the_model_does_not_write_skips_the_markup_steps_from_its_first_u
         for step in ("markup_whole", "markup_retry"):
             labels = {"model": "unwritten", "pair": "en>de", "step": step}
             assert ((labels, 1.0) in skipping) is presume, skipping
-            # Presumed, not measured: no share of waste to show yet (off: measured).
-            shares = [s for s, _ in metric_samples(metrics, "tolk_pair_waste_share")]
-            assert (labels not in shares) is presume, shares
+            # Presumed, not measured: no share of waste to show yet; measured where the
+            # step's watch is on (the third case turns both off: nothing to measure).
+            measured = [s for s, _ in metric_samples(metrics, "tolk_pair_waste_share")]
+            off = {"markup_whole": "markup_skip_limit", "markup_retry": "markup_retry_min_mended"}
+            assert (labels in measured) is (not presume and off[step] not in checks), measured
 
 
 def test_a_document_whose_only_unit_goes_run_by_run_is_translated(

@@ -794,6 +794,12 @@ def test_each_variant_switches_one_feature_off_on_every_model() -> None:
     assert model.checks.markup_skip_limit == 0.8
     assert off["markup-whole-always"].checks.markup_skip_limit == 1.0
     assert off["markup-whole-always"].checks.markup_candidates == model.checks.markup_candidates
+    assert model.candidates.markup_twin_pairs == 3
+    assert off["markup-twin-every"].candidates.markup_twin_pairs == 0
+    assert off["markup-twin-every"].candidates.markup_n == model.candidates.markup_n
+    assert model.checks.markup_skip_unwritten
+    assert not off["markup-unwritten-learnt"].checks.markup_skip_unwritten
+    assert off["markup-unwritten-learnt"].checks.markup_skip_limit == model.checks.markup_skip_limit
     assert model.checks.retry_min_mended == 0.2
     assert off["retry-always"].checks.retry_min_mended == 0
     assert model.checks.markup_fallback_early

@@ -91,3 +91,17 @@ def test_a_step_presumed_waste_is_skipped_until_the_pairs_own_outcomes_decide() 
     watch.record(*pair, wasted=False, limit=0.8)
     assert all(watch.do(*pair, presumed=True) for _ in range(PROBE_EVERY))  # they decide
     assert watch.states() == [("m", "en>ne", 0.0, False)]
+    # A presumption that ends before the pair is measured is done again, and shown so.
+    other = ("m", "en", "zh")
+    assert not watch.do(*other, presumed=True)
+    assert watch.do(*other, presumed=False)
+    assert ("m", "en>zh", None, False) in watch.states()
+    # Presumed, then measured at the limit's edge: still skipped until HYSTERESIS under it,
+    # as a pair that learnt it would be (0.75 is under 0.8, over 0.7).
+    third = ("m", "en", "ja")
+    watch.do(*third, presumed=True)
+    for i in range(MIN_SEEN):
+        watch.record(*third, wasted=i % 4 != 0, limit=0.8)
+    assert watch.waste_rate(*third) == 0.75
+    assert watch.skipping(*third)
+    assert not watch.next_does(*third, presumed=False)  # its own outcomes decide now

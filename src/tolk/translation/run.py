@@ -194,7 +194,6 @@ class SegmentRun:
         "_translator",
         "_twin_pairs",
         "_twins",
-        "_unwritten",
     )
 
     def __init__(
@@ -226,9 +225,6 @@ class SegmentRun:
         self._copying = translator.copying if watch else None
         watch = self._retries and checks.markup_retry_min_mended > 0
         self._markup_watch = translator.markup_retries if watch else None
-        # Its retries presumed waste before they are measured, where the model does not
-        # write the target language (checks.markup_skip_unwritten).
-        self._unwritten = translator.unwritten(engine, self._source, self._target)
         watch = self._retries and checks.retry_min_mended > 0
         self._retry_watch = translator.retries if watch else None
         # Sampled candidates and alternatives need the usual first try beside them.
@@ -390,7 +386,7 @@ class SegmentRun:
         requests = [engine.generate_n(ids, budget, decoding, stop, 1, None, segments=size)]
         candidates, sampled, hedged = self._candidates.n, self._sampled, False
         twins = self._twins
-        if twins and form.pairs >= self._twin_pairs and form.markup and self.writes():
+        if twins and form.markup and form.pairs >= self._twin_pairs and self.writes():
             # `candidates.markup_n`'s, only a hedge where no candidate is asked for otherwise.
             hedged, candidates, sampled = not sampled, 1 + twins, max(sampled, twins)
         if sampled:  # and sampled ones beside the greedy one
@@ -422,8 +418,9 @@ class SegmentRun:
         pair = (self._engine.name, self._source.tag, self._target.tag)
         first, copying = self._first_watch, self._copying
         markup = PLACEHOLDER.search(text) is not None
-        # (Paired placeholders opened: `<gN>`, for `candidates.markup_twin_pairs`.)
-        pairs = sum(1 for m in PLACEHOLDER.finditer(text) if m[2] and not m[1]) if markup else 0
+        pairs = 0  # paired placeholders opened (`<gN>`), for `candidates.markup_twin_pairs`
+        if markup and self._twins and self._twin_pairs:
+            pairs = sum(1 for m in PLACEHOLDER.finditer(text) if m[2] and not m[1])
         # Only plain texts are the first-try watch's: measured and switched.
         watched = first is not None and not markup
         if watched and first is not None and not first.do(*pair):
@@ -464,8 +461,12 @@ class SegmentRun:
         watch = self._watch_of(first)
         if watch is None:
             return True
-        presumed = watch is self._markup_watch and self._unwritten
-        return watch.do(self._engine.name, self._source.tag, self._target.tag, presumed)
+        engine, source, target = self._engine, self._source, self._target
+        # (Read for each retry, as `writes` is: the pair may turn out unwritten mid-pass.)
+        presumed = watch is self._markup_watch and self._translator.unwritten(
+            engine, source, target
+        )
+        return watch.do(engine.name, source.tag, target.tag, presumed)
 
     def count_first(self, form: FirstForm, first: Verdict, replaced: bool) -> None:
         """A plain text's usual first try's outcome, for its pair's watch over first tries:

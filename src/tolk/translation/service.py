@@ -358,7 +358,7 @@ class Translator:
     ) -> tuple[DocumentPlan, Glossary]:
         """The request's documents parsed, their do-not-translate terms protected and their
         engine work planned (in the preparation pool: linear in the input). `whole`: whether
-        units with emphasis go whole first (`_whole`)."""
+        units with emphasis go whole first (the `markup_whole` watch's, decided in `_routed`)."""
         resolved = self._glossary(asked, source, target)
         docs = [resolved.protect(d) for d in documents(cut)]
         return DocumentPlan(docs, cut, self._fits(engine), whole), resolved

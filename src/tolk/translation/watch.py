@@ -52,7 +52,10 @@ A markup pass sends all its units at once, so a pair's own outcomes come only af
 of its units went whole and was retried: on one H200 en-ne's first markup pass took 4.7-5.6 s
 a unit, its later ones 3.8 s (docs/benchmarks.md, section 30). Presumed so, the pair skips the
 step from its first unit on (the probes, one in PROBE_EVERY, gather its own outcomes), and once
-it has MIN_SEEN of them they decide. Nothing is hidden from the client: a copy or a lost
+it has MIN_SEEN of them they decide (a pair skipping so goes back to the step only HYSTERESIS
+under the limit, as one that learnt it). A presumed pair's whole-unit probes go without the
+presumed markup retry (save its own probes), so they measure the whole unit's first try: what
+the pair skips. Nothing is hidden from the client: a copy or a lost
 placeholder is still flagged as before. Per process and in memory: a restarted server measures
 again within its first tries; the log says when a pair starts and stops skipping, and
 `/metrics` has each pair's `tolk_pair_waste_share` and `tolk_pair_skipping` per step.
@@ -81,7 +84,9 @@ class _Pair:
     waste: int = 0  # of those remembered
     skipping: bool = False
     turns: int = 0  # times asked while skipping, for the probes
-    presumed: bool = False  # the caller presumed the step waste (last turn), unmeasured yet
+    # The caller presumed the step waste at the last turn taken (read while unmeasured; a
+    # step taken only by some requests, such as markup_whole's, updates it with them).
+    presumed: bool = False
 
 
 class PairWatch:
@@ -110,40 +115,45 @@ class PairWatch:
         return (turns + 1) % PROBE_EVERY == 0
 
     def turn(self, model: str, source: str, target: str, presumed: bool = False) -> None:
-        """The turn `next_does` looked at, taken (counted while the pair skips)."""
-        pair = self._pairs.get((model, source, target))
-        if not _skips(pair, presumed):
-            return
+        """The turn `next_does` looked at, taken (counted while the pair skips), and what the
+        caller presumes kept for `states` (the metrics)."""
+        key = (model, source, target)
+        pair = self._pairs.get(key)
+        skips = _skips(pair, presumed)
         if pair is None:
-            pair = self._pairs[(model, source, target)] = _Pair()
-        if presumed and not pair.presumed and len(pair.wasted) < MIN_SEEN:
+            if not skips:
+                return
+            pair = self._pairs[key] = _Pair()
+        if presumed != pair.presumed and len(pair.wasted) < MIN_SEEN:
             log.info(
-                "model '%s' %s: %s skipped before measured, the model not writing the "
-                "language (its plain first tries go as retries); one in %d still done",
-                model, f"{source}>{target}", self.what, PROBE_EVERY,
+                "model '%s' %s: %s %s before measured (%s); %s",
+                model, f"{source}>{target}", self.what, "skipped" if presumed else "done again",
+                "the model not writing the language: its plain first tries go as retries"
+                if presumed else "its plain first tries no longer go as retries",
+                f"one in {PROBE_EVERY} still done" if presumed else "as usual",
             )  # fmt: skip
         pair.presumed = presumed
-        pair.turns += 1
+        if skips:
+            pair.turns += 1
 
     def record(self, model: str, source: str, target: str, wasted: bool, limit: float) -> None:
         """One outcome of the step: whether it was waste. Past `limit` (a share of the
-        outcomes remembered) the pair skips the step."""
+        outcomes remembered) the pair skips the step; a pair skipping it, or presumed to
+        before it had MIN_SEEN outcomes, does it again only HYSTERESIS under the limit."""
         pair = self._pairs.setdefault((model, source, target), _Pair())
+        before = _skips(pair, pair.presumed)
         if len(pair.wasted) == WINDOW:
             pair.waste -= pair.wasted[0]
         pair.wasted.append(wasted)
         pair.waste += wasted
         share = pair.waste / len(pair.wasted)
-        if pair.skipping:
-            skipping = share > limit - HYSTERESIS
-        else:
-            skipping = len(pair.wasted) >= MIN_SEEN and share > limit
-        if skipping != pair.skipping:
-            pair.skipping = skipping
+        if len(pair.wasted) >= MIN_SEEN:
+            pair.skipping = share > (limit - HYSTERESIS if before else limit)
+        if _skips(pair, pair.presumed) != before:
             log.info(
                 "model '%s' %s: %d of the last %d %s were waste; %s",
                 model, f"{source}>{target}", pair.waste, len(pair.wasted), self.what,
-                f"skipped (one in {PROBE_EVERY} still done)" if skipping else "done again",
+                "done again" if before else f"skipped (one in {PROBE_EVERY} still done)",
             )  # fmt: skip
 
     def waste_rate(self, model: str, source: str, target: str) -> float | None:
@@ -166,7 +176,7 @@ class PairWatch:
                 _skips(pair, pair.presumed),
             )
             for (model, source, target), pair in list(self._pairs.items())
-            if pair.wasted or pair.presumed
+            if pair.wasted or pair.turns  # (one ever skipped stays shown, at 0 once done again)
         ]
 
 
