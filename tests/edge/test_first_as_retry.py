@@ -91,9 +91,10 @@ def test_first_tries_their_retries_replace_go_as_retries(
     assert (labels, 1.0) in metric_samples(metrics, "tolk_pair_skipping")
     assert (labels, 1.0) in metric_samples(metrics, "tolk_pair_waste_share")
     # A markup unit's first try still goes as usual: the penalty, counting the prompt's
-    # tokens, steers the model away from writing its placeholders back.
+    # tokens, steers the model away from writing its placeholders back. (A link: a unit
+    # with emphasis starts without it in a pair such as this, checks.markup_skip_unwritten.)
     before = len(asked)
-    translated(server, "The **museum** opens at nine.", format="markdown")
+    translated(server, "The [museum](https://example.com/) opens at nine.", format="markdown")
     assert asked[before][1].repetition_penalty == 1.0
     assert "<g1>" in asked[before][0].rsplit("<|im_start|>user", 1)[-1]
     # Its markup retry (sampled, so no loop) replaced a first try that had lost its
