@@ -216,7 +216,7 @@ class CheckSettings(_Strict):
         "once, so those outcomes come after every unit went whole and was retried (on one "
         "H200 the 0.5B Qwen's en-ne units took 4.7-5.6 s in their first pass, 3.8 s once "
         "learnt, section 30 of docs/benchmarks.md; presumed, 2.8-4.1 s in their first pass "
-        "of three runs, section 31). One in 10 still does them, and once the "
+        "of four runs, section 31). One in 10 still does them, and once the "
         "pair has 20 outcomes of its own they decide. Applies only where those steps' own "
         "watches are on.",
     )
@@ -292,8 +292,8 @@ class CandidateSettings(_Strict):
         "is one more sequence in the engine's batch while its greedy output runs, and a step "
         "takes longer with every sequence it holds. On one H200 at 3 (the bench's HTML units "
         "have three pairs, its markdown units two and a code span), de/fr/es markup units' "
-        "p50 was 1.60x vLLM's server's for markdown and 2.02x for HTML over 12 rounds of "
-        "three runs, against 1.80x and 2.35x with a twin for every segment (7 rounds, "
+        "p50 was 1.66x vLLM's server's for markdown and 2.12x for HTML over 17 rounds of "
+        "four runs, against 1.80x and 2.35x with a twin for every segment (7 rounds, "
         "blocks run after: docs/benchmarks.md, section 31). On the CPU the 0.5B Qwen's "
         "greedy first tries lost a placeholder in 14 of 36 such markdown units and 19 of 36 "
         "HTML units.",
