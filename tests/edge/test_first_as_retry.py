@@ -97,9 +97,9 @@ def test_first_tries_their_retries_replace_go_as_retries(
     translated(server, "The [museum](https://example.com/) opens at nine.", format="markdown")
     assert asked[before][1].repetition_penalty == 1.0
     assert "<g1>" in asked[before][0].rsplit("<|im_start|>user", 1)[-1]
-    # Its markup retry (sampled, so no loop) replaced a first try that had lost its
-    # placeholders too; the next plain text, going as a retry, is told of the loop, not of
-    # placeholders it does not have.
+    # Whatever replaced its first try (which lost its placeholders too), the next plain
+    # text, going as a retry, is told of the loop, not of placeholders it does not have: a
+    # markup unit is not the first-tries watch's.
     before = len(asked)
     translated(server, SOURCE)
     (prompt, sampling) = asked[before]
