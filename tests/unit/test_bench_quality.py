@@ -685,7 +685,10 @@ async def test_rounds_alternate_and_every_pass_is_timed_with_the_ratio_first(
         assert group == "en-de markdown"
         assert len(latencies) == 1
         assert latencies[0] > 0
+        # And its tokens, by the same groups (what each pair's units cost, every pass).
+        assert p["unit_tokens"] == {"en-de markdown": p["output_tokens"]}
     assert all(p["unit_latencies_s"] is None for p in passes[::2])
+    assert all(p["unit_tokens"] is None for p in passes[::2])
     # The markup units after each system's first pass: round 2's, tolk's over openai's.
     later = {m["system"]: m for m in results["speed"]["markup_later"]}
     (tolk_later,) = passes[7]["unit_latencies_s"].values()

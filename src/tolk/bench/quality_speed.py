@@ -481,6 +481,7 @@ def pass_figures(
         "engine": dict(engine) if engine is not None else None,
         "client_busy": client_cpu_s / wall_s if client_cpu_s is not None and wall_s > 0 else None,
         "unit_latencies_s": unit_latencies(records),
+        "unit_tokens": unit_tokens(records),
     }
 
 
@@ -495,6 +496,18 @@ def unit_latencies(records: Sequence[Mapping[str, Any]]) -> dict[str, list[float
     for r in records:
         if r.get("kind") in MARKUP_KINDS and r.get("error") is None and r.get("latency_s"):
             out.setdefault(f"{r['pair']} {r['kind']}", []).append(round(r["latency_s"], 4))
+    return out or None
+
+
+def unit_tokens(records: Sequence[Mapping[str, Any]]) -> dict[str, int] | None:
+    """A markup pass's output tokens by "pair format" (None for other passes), as the system
+    reports them (tolk's usage: every try of a unit, not the aborted twins): which pair's
+    units made a pass's tokens, for every pass, not only the first."""
+    out: dict[str, int] = {}
+    for r in records:
+        if r.get("kind") in MARKUP_KINDS and r.get("output_tokens"):
+            group = f"{r['pair']} {r['kind']}"
+            out[group] = out.get(group, 0) + int(r["output_tokens"])
     return out or None
 
 
