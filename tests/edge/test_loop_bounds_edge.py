@@ -68,6 +68,22 @@ HOSTILE: list[tuple[str, str, dict[str, object]]] = [
             "format": "markdown",
         },
     ),
+    # Each segment's paired placeholders counted on the loop for the twin
+    # (candidates.markup_twin_pairs): a segment holds at most `max_segment_tokens` (a unit
+    # over it goes run by run, its runs without placeholders), so the most per request is
+    # as many segments of pairs as the request's characters allow; the demo model keeps no
+    # placeholder, so every twin is waited for and every unit falls back.
+    (
+        "checks on, twins by pairs: 600 paragraphs of 12 emphasised words",
+        "/translate",
+        {
+            "model": "checked",
+            "text": "".join(
+                " ".join(f"**w{i}x{j}**" for j in range(12)) + "\n\n" for i in range(600)
+            ),
+            "format": "markdown",
+        },
+    ),
     # Thousands of units with emphasis, each judged for the pair's markup watch (the demo
     # model keeps no placeholder): only the last 200 outcomes are counted on the loop.
     (
@@ -192,6 +208,9 @@ def standin_server(
     checked = model_config("checked", test_model, languages=MAIN_LANGUAGES)
     checked["checks"] = {"enabled": True}
     checked["placeholders_told"] = True  # as the shipped real-model configs
+    # A twin beside a first try with three pairs or more, as the GPU config: the pairs
+    # counted on the loop per segment.
+    checked["candidates"] = {"markup_n": 2, "markup_twin_pairs": 3}
     config = server_config(
         [model_config("demo", test_model, languages=MAIN_LANGUAGES), checked],
         port,

@@ -127,10 +127,9 @@ class DocumentPlan:
             text = unit.masked if via == "whole" else unit.plain
             if text not in done:
                 continue
-            paired = via == "whole"
-            restored = unit.restore(done[text or ""].text, paired=paired)
+            paired, made = via == "whole", done[text or ""]
+            restored = unit.restore(made.text, paired=paired)
             kept = restored is not None and unit.valid(restored, paired=paired)
-            made = done[text or ""]
             if paired and unit.plain is not None and text not in judged:
                 # What the watch decides (units with emphasis), from the engine's outputs
                 # (not the segment cache's or a translation memory's).

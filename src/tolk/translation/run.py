@@ -30,7 +30,7 @@ from tolk.languages import Lang
 from tolk.store.memories import Match
 from tolk.translation.checks import LOOP_MIN_CHARS, Verdict, loop_span, strip_cut_characters
 from tolk.translation.document import PLACEHOLDER, from_model
-from tolk.translation.fidelity import Attempt, firmer, lost_placeholders, select
+from tolk.translation.fidelity import Attempt, firmer, lost_placeholders, placeholders, select
 from tolk.translation.glossary import Glossary
 from tolk.translation.guide import placeholder_regex
 from tolk.translation.jobs import EngineJob, JobSettings, build_job
@@ -420,7 +420,7 @@ class SegmentRun:
         markup = PLACEHOLDER.search(text) is not None
         pairs = 0  # paired placeholders opened (`<gN>`), for `candidates.markup_twin_pairs`
         if markup and self._twins and self._twin_pairs:
-            pairs = sum(1 for m in PLACEHOLDER.finditer(text) if m[2] and not m[1])
+            pairs = sum(p.startswith("<g") for p in placeholders(text))
         # Only plain texts are the first-try watch's: measured and switched.
         watched = first is not None and not markup
         if watched and first is not None and not first.do(*pair):
