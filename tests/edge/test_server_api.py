@@ -25,6 +25,7 @@ from tests.support.errors import assert_error
 from tests.support.main_server import MAIN_LANGUAGES
 from tests.support.servers import InProcessServer
 from tests.support.texts import TextMaker
+from tolk.bench.loadgen import server_timing
 
 
 async def test_language_codes_are_normalised(edge_client: httpx.AsyncClient) -> None:
@@ -61,6 +62,37 @@ async def test_list_returns_translations_in_input_order(
     assert listed.json()["usage"]["completion_tokens"] == sum(
         s.json()["usage"]["completion_tokens"] for s in singles
     )
+
+
+async def test_server_timing_says_where_the_time_to_the_first_output_went(
+    edge_server: InProcessServer, edge_client: httpx.AsyncClient, texts: TextMaker
+) -> None:
+    llm = edge_server.engines.started["demo"]
+    before = llm.requests
+    items = [texts.text(n) for n in (30, 60, 90)]
+    response = await edge_client.post(
+        "/translate", json={"text": items, "source_lang": "en", "target_lang": "de"}
+    )
+    assert response.status_code == 200, response.text
+    timing = response.headers["server-timing"]
+    # Every engine request it made is counted (retries included: the stand-in's salad is
+    # not German), and the marks up to its first output are there, in order; the stand-in
+    # keeps no engine-core marks of its own (the real engine's: tests/engine).
+    assert f'engine-requests;desc="{llm.requests - before}"' in timing
+    assert llm.requests - before >= len(items)
+    handed = server_timing(response.headers, "to-engine")
+    answered = server_timing(response.headers, "to-first-output")
+    assert handed is not None
+    assert answered is not None
+    assert 0 <= handed <= answered < response.elapsed.total_seconds()
+    assert "to-first-token" not in timing
+    # Nothing to translate: no engine request, no marks.
+    empty = await edge_client.post(
+        "/translate", json={"text": ["", " "], "source_lang": "en", "target_lang": "de"}
+    )
+    assert empty.status_code == 200, empty.text
+    assert empty.headers["server-timing"].endswith('engine-requests;desc="0"')
+    assert "to-engine" not in empty.headers["server-timing"]
 
 
 async def test_empty_strings_translate_to_empty_strings(edge_client: httpx.AsyncClient) -> None:

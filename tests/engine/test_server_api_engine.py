@@ -3,9 +3,12 @@ engine's and the service's metrics and its name filter."""
 
 from __future__ import annotations
 
+import re
+
 import httpx
 
 from tests.support.metrics import metric_samples
+from tolk.bench.loadgen import server_timing
 
 
 async def test_translate_one_text(engine_client: httpx.AsyncClient) -> None:
@@ -24,7 +27,24 @@ async def test_translate_one_text(engine_client: httpx.AsyncClient) -> None:
     assert usage["characters"] == len("Hello, world!")
     timing = response.headers["server-timing"]
     assert timing.startswith("engine;dur=")
-    assert 0 < float(timing.removeprefix("engine;dur=")) < response.elapsed.total_seconds() * 1000
+    elapsed = response.elapsed.total_seconds()
+    engine = server_timing(response.headers, "engine")
+    assert engine is not None
+    assert 0 < engine < elapsed
+    # Where the time to the first engine output went (tolk.engine.timing): vLLM's own marks
+    # of its first and last token (its engine core's clock) fall between the hand-off and
+    # the output's return, in this order.
+    marks = [
+        server_timing(response.headers, name)
+        for name in ("to-engine", "to-first-token", "to-last-token", "to-first-output")
+    ]
+    assert all(m is not None for m in marks), timing
+    assert marks == sorted(marks), timing  # type: ignore[type-var]
+    assert marks[0] >= 0  # type: ignore[operator]
+    assert marks[-1] < elapsed  # type: ignore[operator]
+    made = re.search(r'engine-requests;desc="([0-9]+)"', timing)
+    assert made is not None, timing
+    assert int(made.group(1)) >= 1
 
 
 async def test_metrics_has_engine_and_service_metrics(engine_client: httpx.AsyncClient) -> None:

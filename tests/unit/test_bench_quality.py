@@ -206,6 +206,31 @@ def test_flags_are_read_from_the_tolk_body_and_the_drop_in_header() -> None:
     assert quality.header_flags({"X-Tolk-Warnings": "not json"}) == []
 
 
+def test_a_tolk_units_timing_is_read_from_its_server_timing() -> None:
+    tolk = quality.System("tolk", "tolk", "http://x")
+    header = {
+        "server-timing": "engine;dur=800.0, to-engine;dur=52.5, to-first-token;dur=90.0, "
+        'to-last-token;dur=610.0, to-first-output;dur=612.5, engine-requests;desc="3"'
+    }
+    assert quality.reply(tolk, {"translation": "x"}, header)["timing"] == {
+        "engine": pytest.approx(0.8),
+        "to-engine": pytest.approx(0.0525),
+        "to-first-token": pytest.approx(0.09),
+        "to-last-token": pytest.approx(0.61),
+        "to-first-output": pytest.approx(0.6125),
+        "engine_requests": 3,
+    }
+    # A unit from the segment cache alone reached no engine: only the marks there are.
+    cached = {"server-timing": 'engine;dur=0.1, engine-requests;desc="0"'}
+    assert quality.reply(tolk, {"translation": "x"}, cached)["timing"] == {
+        "engine": pytest.approx(0.0001),
+        "engine_requests": 0,
+    }
+    openai = quality.System("openai", "openai", "http://x")
+    answer = {"choices": [{"message": {"content": "y"}}]}
+    assert "timing" not in quality.reply(openai, answer, header)
+
+
 def test_the_markup_set_is_made_deterministically_from_the_english() -> None:
     english = [
         "Short one.",
@@ -514,8 +539,12 @@ async def standin() -> AsyncIterator[tuple[str, list[dict[str, Any]]]]:
                 {"translatedText": body["q"]}, headers={"X-Tolk-Warnings": header}
             )
         warning = {"text": 0, "code": "off_target", "message": "not German"}
+        timing = (
+            'engine;dur=3.0, to-engine;dur=0.5, to-first-output;dur=2.5, engine-requests;desc="2"'
+        )
         return web.json_response(
-            {"translation": "Hallo", "usage": {"completion_tokens": 2}, "warnings": [warning]}
+            {"translation": "Hallo", "usage": {"completion_tokens": 2}, "warnings": [warning]},
+            headers={"Server-Timing": timing},
         )
 
     async def deepl(request: web.Request) -> web.Response:
@@ -687,8 +716,14 @@ async def test_rounds_alternate_and_every_pass_is_timed_with_the_ratio_first(
         assert latencies[0] > 0
         # And its tokens, by the same groups (what each pair's units cost, every pass).
         assert p["unit_tokens"] == {"en-de markdown": p["output_tokens"]}
+    # And where each tolk unit's time went up to its first engine output (its Server-Timing).
+    for p in passes[1::2]:
+        expected = {"to-engine": [0.0005], "to-first-output": [0.0025], "engine_requests": [2]}
+        timing = {"en-de markdown": {"engine": [0.003], **expected}}
+        assert p["unit_timing"] == (timing if p["system"] == "tolk" else None)
     assert all(p["unit_latencies_s"] is None for p in passes[::2])
     assert all(p["unit_tokens"] is None for p in passes[::2])
+    assert all(p["unit_timing"] is None for p in passes[::2])
     # The markup units after each system's first pass: round 2's, tolk's over openai's.
     later = {m["system"]: m for m in results["speed"]["markup_later"]}
     (tolk_later,) = passes[7]["unit_latencies_s"].values()

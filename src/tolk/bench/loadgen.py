@@ -27,7 +27,7 @@ from tolk.bench.workloads import WorkItem
 
 Progress = Callable[[int], None]
 KEEPALIVE = 3.0
-_TIMING = re.compile(r"(?:^|,)\s*([a-z]+);dur=([0-9.]+)")
+_TIMING = re.compile(r"(?:^|,)\s*([a-z-]+);dur=([0-9.]+)")
 
 
 # Benchmarks measure the engine's work: the segment cache (tolk.store.segment_cache)

@@ -40,7 +40,7 @@ import aiohttp
 from rich.progress import Progress
 
 from tolk.bench import profile, quality_report, quality_speed
-from tolk.bench.loadgen import BYPASS_MEMORY
+from tolk.bench.loadgen import BYPASS_MEMORY, server_timing
 from tolk.bench.quality_data import Unit
 from tolk.bench.quality_speed import BASELINE
 from tolk.bench.run import progress_callback
@@ -189,15 +189,31 @@ def header_flags(headers: Mapping[str, str]) -> list[str]:
     return [str(w["code"]) for w in listed if isinstance(w, dict) and w.get("text", 0) == 0]
 
 
+# What a tolk server's Server-Timing says of a unit's time (tolk.engine.timing), kept in its
+# record as `timing`: the engine's time, and from the start to its first engine request
+# handed to vLLM, to that request's first and last token, to its output back.
+TIMING_MARKS = ("engine", "to-engine", "to-first-token", "to-last-token", "to-first-output")
+ENGINE_REQUESTS = re.compile(r'engine-requests;desc="([0-9]+)"')  # how many it made
+
+
 def reply(system: System, body: dict[str, Any], headers: Mapping[str, str]) -> dict[str, Any]:
     """output, flags, output_tokens and finish_reason of one API's answer (and its
-    alternatives, when they were asked for)."""
+    alternatives, when they were asked for); a tolk server's `timing` (TIMING_MARKS)."""
     tokens: int | None = None
     finish: str | None = None
+    timing: dict[str, float] = {}
     if system.api == "tolk":
         output = body["translation"]
         flags = [str(w["code"]) for w in body.get("warnings") or [] if w.get("text", 0) == 0]
         tokens = body.get("usage", {}).get("completion_tokens")
+        # Where its time went up to its first engine output (tolk.engine.timing), seconds.
+        timing = {
+            name: seconds
+            for name in TIMING_MARKS
+            if (seconds := server_timing(headers, name)) is not None
+        }
+        if made := ENGINE_REQUESTS.search(headers.get("server-timing", "")):
+            timing["engine_requests"] = int(made.group(1))
     elif system.api == "deepl":
         output, flags = body["translations"][0]["text"], header_flags(headers)
     elif system.api == "libretranslate":
@@ -215,6 +231,8 @@ def reply(system: System, body: dict[str, Any], headers: Mapping[str, str]) -> d
         finish = choice.get("finish_reason")
         tokens = body.get("usage", {}).get("completion_tokens")
     answer = {"output": output, "flags": flags, "output_tokens": tokens, "finish_reason": finish}
+    if timing:
+        answer["timing"] = timing
     if system.alternatives:
         answer["alternatives"] = list(body.get("alternatives") or [])
     return answer

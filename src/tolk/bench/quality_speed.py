@@ -482,6 +482,7 @@ def pass_figures(
         "client_busy": client_cpu_s / wall_s if client_cpu_s is not None and wall_s > 0 else None,
         "unit_latencies_s": unit_latencies(records),
         "unit_tokens": unit_tokens(records),
+        "unit_timing": unit_timing(records),
     }
 
 
@@ -508,6 +509,20 @@ def unit_tokens(records: Sequence[Mapping[str, Any]]) -> dict[str, int] | None:
         if r.get("kind") in MARKUP_KINDS and r.get("output_tokens"):
             group = f"{r['pair']} {r['kind']}"
             out[group] = out.get(group, 0) + int(r["output_tokens"])
+    return out or None
+
+
+def unit_timing(records: Sequence[Mapping[str, Any]]) -> dict[str, dict[str, list[float]]] | None:
+    """A markup pass's units' timing by "pair format" and mark, in the units' order (None
+    for other passes and systems that tell none): where each unit's time up to its first
+    engine output went and how many engine requests it made (a tolk server's Server-Timing,
+    quality.TIMING_MARKS), for every pass, not only the first."""
+    out: dict[str, dict[str, list[float]]] = {}
+    for r in records:
+        if r.get("kind") in MARKUP_KINDS and r.get("error") is None and r.get("timing"):
+            marks = out.setdefault(f"{r['pair']} {r['kind']}", {})
+            for name, value in r["timing"].items():
+                marks.setdefault(name, []).append(round(float(value), 4))
     return out or None
 
 

@@ -22,6 +22,7 @@ from tolk.config import EngineSettings, ModelSettings, SamplingSettings
 from tolk.engine.admission import Admission
 from tolk.engine.gather import Gather
 from tolk.engine.metrics import EngineMetrics
+from tolk.engine.timing import CLOCK
 from tolk.engine.vllm_compat import (
     UnsupportedEngineArgs,
     VllmRelease,
@@ -453,6 +454,9 @@ class ModelEngine:
         final = None
         await self.gather.wait(self.in_flight)
         self.in_flight += 1
+        clock = CLOCK.get()  # the translation's, for its Server-Timing (tolk.engine.timing)
+        if clock is not None:
+            clock.hand()
         try:
             async for output in self._llm.generate(
                 {"prompt_token_ids": prompt_ids}, params, request_id, priority=priority
@@ -481,6 +485,8 @@ class ModelEngine:
             self.in_flight -= 1
         if final is None or len(final.outputs) < n:
             raise TolkError(f"the engine for model '{self.name}' returned no output")
+        if clock is not None:
+            clock.answer(getattr(final, "metrics", None))
         return [
             Generation(
                 text=str(self.tokenizer.decode(list(c.token_ids), skip_special_tokens=True)),

@@ -332,11 +332,18 @@ class Gateway:
 
     def headers(self, result: Translation) -> dict[str, str]:
         """What a response tells of a translation beside its body (any API): the engine's
-        time (W3C Server-Timing), segments from the segment cache, and the warnings. The first two
-        are withheld with a shared segment cache: a hit (no engine time) may be another key's."""
+        time and where the time to its first engine output went (W3C Server-Timing),
+        segments from the segment cache, and the warnings. The first two are withheld with a
+        shared segment cache: a hit (no engine time) may be another key's."""
         headers: dict[str, str] = {}
         if not self.hides_memory:
-            headers["Server-Timing"] = f"engine;dur={result.engine_seconds * 1000:.3f}"
+            # The engine's time, then how long from the start its first engine request took
+            # to be handed to vLLM, to make its first and last token and to be back
+            # (tolk.engine.timing), and how many engine requests it made.
+            timing = [f"engine;dur={result.engine_seconds * 1000:.3f}"]
+            timing += [f"{name};dur={at * 1000:.3f}" for name, at in result.marks.items()]
+            timing.append(f'engine-requests;desc="{result.engine_requests}"')
+            headers["Server-Timing"] = ", ".join(timing)
             headers["X-Tolk-Memory-Segments"] = str(result.usage.memory_segments)
         if result.warnings:
             # The drop-in APIs' bodies have no place for them; tolk's own also has `warnings`.

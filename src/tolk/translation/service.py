@@ -31,6 +31,7 @@ from typing import Any, TypeVar
 
 from tolk.detect import Detection, Detector
 from tolk.engine import ModelEngine, ModelPool
+from tolk.engine.timing import CLOCK, RequestClock
 from tolk.errors import InvalidRequest, UnknownGlossary, UnknownTranslationMemory
 from tolk.languages import Lang, lang, request_lang
 from tolk.store.memories import TranslationMemories
@@ -261,14 +262,26 @@ class Translator:
         parsed, planned and rendered on the event loop, not in the preparation pool
         (`_inline`)."""
         # One deadline from here, the preparation included; the allowance per round of
-        # segments is added once the segments are known.
-        async with deadline_of(request.deadline) as deadline:
-            routed, detections, plan = await self._routed(documents, request, sample, inline)
-            done, engine_seconds = await self._passes(
-                routed, plan, request, deadline, on_segment, inline
-            )
-            rendered = await self._prepared(inline, _rendered, plan, done, request.alternatives)
-        return _translation(routed, request, done, rendered, characters, engine_seconds, detections)
+        # segments is added once the segments are known. Its clock marks where the time up
+        # to the first engine output went (tolk.engine.timing): its engine requests, in
+        # tasks started from here, share it.
+        clock = RequestClock()
+        reset = CLOCK.set(clock)
+        try:
+            async with deadline_of(request.deadline) as deadline:
+                routed, detections, plan = await self._routed(documents, request, sample, inline)
+                done, engine_seconds = await self._passes(
+                    routed, plan, request, deadline, on_segment, inline
+                )
+                rendered = await self._prepared(inline, _rendered, plan, done, request.alternatives)
+        finally:
+            CLOCK.reset(reset)
+        translation = _translation(
+            routed, request, done, rendered, characters, engine_seconds, detections
+        )
+        return dataclasses.replace(
+            translation, marks=clock.marks(), engine_requests=clock.engine_requests
+        )
 
     async def _routed(
         self,
