@@ -104,6 +104,14 @@ class EngineSettings(_Strict):
     gather_above: int = Field(
         64, ge=0, description="Engine requests in flight above which `gather_ms` applies."
     )
+    gather_most: int = Field(
+        32,
+        ge=0,
+        description="A group of `gather_ms` goes as soon as it holds this many engine "
+        "requests, without waiting out its milliseconds: a burst (a client's batch, a markup "
+        "pass's units sent at once) fills a group in a few milliseconds, and its prompts make "
+        "a large enough step by then. 0: every group waits its `gather_ms`.",
+    )
     extra_args: dict[str, Any] = Field(
         default_factory=dict, description="Further vllm AsyncEngineArgs fields, passed as given."
     )

@@ -80,11 +80,14 @@ async def test_server_timing_says_where_the_time_to_the_first_output_went(
     # keeps no engine-core marks of its own (the real engine's: tests/engine).
     assert f'engine-requests;desc="{llm.requests - before}"' in timing
     assert llm.requests - before >= len(items)
-    handed = server_timing(response.headers, "to-engine")
-    answered = server_timing(response.headers, "to-first-output")
-    assert handed is not None
-    assert answered is not None
-    assert 0 <= handed <= answered < response.elapsed.total_seconds()
+    marks = [
+        server_timing(response.headers, name)
+        for name in ("to-engine", "to-first-output", "to-translated", "to-rendered")
+    ]
+    assert all(m is not None for m in marks), timing
+    assert marks == sorted(marks), timing  # type: ignore[type-var]
+    assert marks[0] >= 0  # type: ignore[operator]
+    assert marks[-1] < response.elapsed.total_seconds()  # type: ignore[operator]
     assert "to-first-token" not in timing
     # Nothing to translate: no engine request, no marks.
     empty = await edge_client.post(
@@ -93,6 +96,7 @@ async def test_server_timing_says_where_the_time_to_the_first_output_went(
     assert empty.status_code == 200, empty.text
     assert empty.headers["server-timing"].endswith('engine-requests;desc="0"')
     assert "to-engine" not in empty.headers["server-timing"]
+    assert "to-rendered" in empty.headers["server-timing"]
 
 
 async def test_empty_strings_translate_to_empty_strings(edge_client: httpx.AsyncClient) -> None:

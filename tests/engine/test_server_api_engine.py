@@ -31,13 +31,16 @@ async def test_translate_one_text(engine_client: httpx.AsyncClient) -> None:
     engine = server_timing(response.headers, "engine")
     assert engine is not None
     assert 0 < engine < elapsed
-    # Where the time to the first engine output went (tolk.engine.timing): vLLM's own marks
-    # of its first and last token (its engine core's clock) fall between the hand-off and
-    # the output's return, in this order.
+    # Where its time went (tolk.engine.timing), from its arrival: vLLM's own marks of its
+    # first engine request's first and last token (its engine core's clock) fall between the
+    # hand-off and the output's return, and the segments are done and put back after that.
     marks = [
         server_timing(response.headers, name)
-        for name in ("to-engine", "to-first-token", "to-last-token", "to-first-output")
-    ]
+        for name in (
+            "to-engine", "to-first-token", "to-last-token", "to-first-output", "to-translated",
+            "to-rendered",
+        )
+    ]  # fmt: skip
     assert all(m is not None for m in marks), timing
     assert marks == sorted(marks), timing  # type: ignore[type-var]
     assert marks[0] >= 0  # type: ignore[operator]

@@ -835,6 +835,8 @@ def test_each_variant_switches_one_feature_off_on_every_model() -> None:
     assert model.candidates.markup_twin_pairs == 3
     assert off["markup-twin-every"].candidates.markup_twin_pairs == 0
     assert off["markup-twin-every"].candidates.markup_n == model.candidates.markup_n
+    assert off["markup-twins-2"].candidates.markup_n == 3
+    assert off["markup-twins-2"].candidates.markup_twin_pairs == 3
     assert model.checks.markup_skip_unwritten
     assert not off["markup-unwritten-learnt"].checks.markup_skip_unwritten
     assert off["markup-unwritten-learnt"].checks.markup_skip_limit == model.checks.markup_skip_limit
@@ -875,6 +877,8 @@ def test_each_variant_switches_one_feature_off_on_every_model() -> None:
         "max_cudagraph_capture_size": 512
     }
     assert off["gather-50"].engine.gather_ms == 50
+    assert model.engine.gather_most == 32
+    assert off["gather-whole"].engine == model.engine.model_copy(update={"gather_most": 0})
     assert off["checks-off"].engine == model.engine
     # The server's: small requests prepared on the loop, or none (every model unchanged).
     assert shipped.server.inline_chars == 1000

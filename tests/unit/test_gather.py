@@ -56,3 +56,20 @@ async def test_a_request_cancelled_while_it_waits_leaves_its_group_without_it() 
     assert gone.cancelled()
     assert gather.groups == 1
     assert 0.049 <= gather.waited < 0.1  # the one released: the cancelled one is not counted
+
+
+async def test_a_full_group_goes_at_once_and_the_next_arrival_starts_another() -> None:
+    gather = Gather(60.0, 0, most=3)  # an interval no test waits out
+    loop = asyncio.get_running_loop()
+    waiting = [asyncio.create_task(gather.wait(1)) for _ in range(2)]
+    await asyncio.sleep(0)
+    assert not any(w.done() for w in waiting)  # two of three: the group waits
+    start = loop.time()
+    await gather.wait(1)  # the third fills it: all three go now, not in a minute
+    await asyncio.gather(*waiting)
+    assert loop.time() - start < 1
+    assert (gather.groups, gather.gathered) == (1, 3)
+    later = asyncio.create_task(gather.wait(1))  # a group of its own, waiting again
+    await asyncio.sleep(0)
+    assert not later.done()
+    later.cancel()

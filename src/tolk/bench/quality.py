@@ -192,7 +192,10 @@ def header_flags(headers: Mapping[str, str]) -> list[str]:
 # What a tolk server's Server-Timing says of a unit's time (tolk.engine.timing), kept in its
 # record as `timing`: the engine's time, and from the start to its first engine request
 # handed to vLLM, to that request's first and last token, to its output back.
-TIMING_MARKS = ("engine", "to-engine", "to-first-token", "to-last-token", "to-first-output")
+TIMING_MARKS = (
+    "engine", "to-engine", "to-first-token", "to-last-token", "to-first-output", "to-translated",
+    "to-rendered",
+)  # fmt: skip
 ENGINE_REQUESTS = re.compile(r'engine-requests;desc="([0-9]+)"')  # how many it made
 
 

@@ -127,6 +127,9 @@ VARIANTS: dict[str, Variant] = {
     # The twin for every segment with placeholders, not only those with enough pairs
     # (`candidates.markup_twin_pairs` 0; the GPU config ships 3).
     "markup-twin-every": _part("candidates", {"markup_twin_pairs": 0}),
+    # Two sampled twins beside such a segment's greedy first try, not one (`markup_n` 3): a
+    # unit whose greedy output lost a placeholder is done in the first round more often.
+    "markup-twins-2": _part("candidates", {"markup_n": 3}),
     # Every markup unit sent whole first, however rarely its pair's units keep their markup
     # so (checks.markup_skip_limit: else those with emphasis start without it).
     "markup-whole-always": _checks({"markup_skip_limit": 1.0}),
@@ -158,6 +161,9 @@ VARIANTS: dict[str, Variant] = {
     "gather-10": _engine({"gather_ms": 10}),
     "gather-25": _engine({"gather_ms": 25}),
     "gather-50": _engine({"gather_ms": 50}),
+    # Every group waits out its milliseconds, however full (`engine.gather_most` 0; 32 goes
+    # at once by default).
+    "gather-whole": _engine({"gather_most": 0}),
     # Every request's texts parsed, planned and put back in the preparation threads, however
     # small (`server.inline_chars: 0`): three hand-offs to a thread and back a request.
     "inline-off": _server({"inline_chars": 0}),

@@ -312,7 +312,7 @@ class ModelEngine:
         self.in_flight = 0
         e = settings.engine
         self.admission = Admission(e.max_num_seqs + e.max_waiting, batch=e.max_num_seqs)
-        self.gather = Gather(e.gather_ms / 1000, e.gather_above)
+        self.gather = Gather(e.gather_ms / 1000, e.gather_above, e.gather_most)
         self._state: EngineState = "ready"
         self.start_seconds = start_seconds  # how long its last start took: a restart's estimate
         self.models_sharing = models_sharing  # models on the same GPU (its memory share)

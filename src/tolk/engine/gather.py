@@ -12,8 +12,14 @@ has arrived before each step), hence this.
 
 Only while more than `gather_above` engine requests are in flight: a quiet engine starts each
 request at once, as before. A request waits at most `gather_ms` after the first of its group
-arrived; one cancelled while it waits (its client gone, its deadline passed) leaves the group
-without it. Used on the event loop's thread only; constant work per request.
+arrived, and less where the group fills first: a group goes once it holds `gather_most`
+requests. In a burst (a markup pass's 120 units sent at once) the front end hands requests on
+about one a millisecond, so a group of 32 is full within tens of milliseconds and its prompts
+make a large step already; waiting out the interval only delayed them (on one H200 the HTML
+units of such a pass, which arrive after the markdown ones, waited about 50 ms more before
+vLLM saw them: docs/benchmarks.md section 32). Steady traffic, a few new requests a step,
+rarely fills one. One cancelled while it waits (its client gone, its deadline passed) leaves
+the group without it. Used on the event loop's thread only; constant work per request.
 """
 
 from __future__ import annotations
@@ -23,11 +29,13 @@ import asyncio
 
 class Gather:
     """Groups of new engine requests released together, `interval` seconds after the first of
-    each group arrived, while more than `above` requests are in flight; `interval` 0: off."""
+    each group arrived or once it holds `most` (0: no such bound), while more than `above`
+    requests are in flight; `interval` 0: off."""
 
-    def __init__(self, interval: float, above: int) -> None:
+    def __init__(self, interval: float, above: int, most: int = 0) -> None:
         self.interval = interval
         self.above = above
+        self.most = most
         self._waiting: list[tuple[asyncio.Future[None], float]] = []  # and when it came
         self._timer: asyncio.TimerHandle | None = None
         self.gathered = 0  # requests that waited for their group, since the start
@@ -42,12 +50,16 @@ class Gather:
         loop = asyncio.get_running_loop()
         future: asyncio.Future[None] = loop.create_future()
         self._waiting.append((future, loop.time()))
-        if self._timer is None:
-            self._timer = loop.call_later(self.interval, self._release)
         self.gathered += 1
+        if self.most and len(self._waiting) >= self.most:
+            self._release()  # full: it goes now (this request's future is done already)
+        elif self._timer is None:
+            self._timer = loop.call_later(self.interval, self._release)
         await future
 
     def _release(self) -> None:
+        if self._timer is not None:
+            self._timer.cancel()  # a full group goes before its time
         self._timer = None
         waiting, self._waiting = self._waiting, []
         self.groups += 1

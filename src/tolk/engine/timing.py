@@ -1,14 +1,15 @@
-"""Where a translation request's time goes up to its first engine output, for its response's
-Server-Timing header (tolk.server.gateway) and `tolk bench quality`'s per-unit records.
+"""Where an HTTP request's time goes, for its response's Server-Timing header
+(tolk.server.gateway) and `tolk bench quality`'s per-unit records.
 
-A request's latency holds its preparation (parsing, planning, prompts), the wait for its
+A translation's latency holds the wait for the server to take it up (a burst's other
+requests are parsed first), its preparation (parsing, planning, prompts), the wait for its
 engine requests' group (`engine.gather_ms`), vLLM's queue and the prompt's reading, the
-decoding, and what follows (checks, more tries, rendering). vLLM's own metrics give the
-middle part summed over all requests; these marks give each request's own, so a slow unit
-can be read as slow before, in or after the engine. One `RequestClock` per translation
-(service.translate_documents sets it in a context variable; the tasks it starts share it)
-and constant work per engine request. The engine core's timestamps are the same monotonic
-clock as this process's (`time.monotonic`, one host).
+decoding, and what follows (checks, more tries, putting the text back, the answer). vLLM's
+own metrics give the engine's part summed over all requests; these marks give each
+request's own, from its arrival (tolk.server.middleware's RequestAccounting sets a clock in
+a context variable; the handler and the tasks it starts share it), so a slow unit reads as
+slow before, in or after the engine. Constant work per engine request. The engine core's
+timestamps are the same monotonic clock as this process's (`time.monotonic`, one host).
 """
 
 from __future__ import annotations
@@ -21,16 +22,19 @@ from typing import Any
 
 @dataclass
 class RequestClock:
-    """Monotonic marks of one translation: when it started, when its first engine request
+    """Monotonic marks of one HTTP request: when it arrived, when its first engine request
     was handed to vLLM (after gathering), and of the first engine request to come back:
     when vLLM made its first and last tokens (its engine core's clock) and when its output
-    was back here. `engine_requests` counts them all."""
+    was back here; when all its segments were done, and put back into its documents.
+    `engine_requests` counts them all."""
 
     started: float = field(default_factory=time.monotonic)
     handed: float | None = None
     first_token: float | None = None
     last_token: float | None = None
     answered: float | None = None
+    translated: float | None = None  # every segment done (all its passes)
+    rendered: float | None = None  # and put back into its documents
     engine_requests: int = 0
 
     def hand(self) -> None:
@@ -56,6 +60,8 @@ class RequestClock:
             "to-first-token": self.first_token,
             "to-last-token": self.last_token,
             "to-first-output": self.answered,
+            "to-translated": self.translated,
+            "to-rendered": self.rendered,
         }
         return {name: at - self.started for name, at in marks.items() if at is not None}
 

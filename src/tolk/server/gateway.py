@@ -31,6 +31,7 @@ from starlette.responses import Response
 from tolk.config import TolkConfig
 from tolk.detect import Detection
 from tolk.engine import ModelPool
+from tolk.engine.timing import CLOCK
 from tolk.errors import InvalidKey, InvalidRequest, Overloaded, TolkError
 from tolk.languages import Lang, lang
 from tolk.server.access import Access, Caller
@@ -341,8 +342,9 @@ class Gateway:
             # to be handed to vLLM, to make its first and last token and to be back
             # (tolk.engine.timing), and how many engine requests it made.
             timing = [f"engine;dur={result.engine_seconds * 1000:.3f}"]
-            timing += [f"{name};dur={at * 1000:.3f}" for name, at in result.marks.items()]
-            timing.append(f'engine-requests;desc="{result.engine_requests}"')
+            if (clock := CLOCK.get()) is not None:  # this HTTP request's (RequestAccounting)
+                timing += [f"{name};dur={at * 1000:.3f}" for name, at in clock.marks().items()]
+                timing.append(f'engine-requests;desc="{clock.engine_requests}"')
             headers["Server-Timing"] = ", ".join(timing)
             headers["X-Tolk-Memory-Segments"] = str(result.usage.memory_segments)
         if result.warnings:

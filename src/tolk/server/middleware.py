@@ -15,6 +15,7 @@ from typing import Any
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from tolk.engine.timing import CLOCK, RequestClock
 from tolk.server.metrics import ServiceMetrics
 from tolk.wire.asgi import CLIENT_CLOSED, header, request_id_for
 from tolk.wire.endpoints import TRANSLATING_PATHS, takes_large_bodies
@@ -52,12 +53,16 @@ class RequestAccounting:
 
         in_flight = self.metrics.in_flight
         in_flight.inc()
+        # Where its time goes up to its first engine output, for its Server-Timing
+        # (tolk.engine.timing; the handler and the tasks it starts share this context).
+        clock = CLOCK.set(RequestClock())
         try:
             await self.app(scope, receive, send_with_id)
         except Exception:
             status = 500
             raise
         finally:
+            CLOCK.reset(clock)
             in_flight.dec()
             route = scope.get("route")
             route_label = getattr(route, "path", state.get("route_path", route_label))

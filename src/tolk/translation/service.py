@@ -31,7 +31,7 @@ from typing import Any, TypeVar
 
 from tolk.detect import Detection, Detector
 from tolk.engine import ModelEngine, ModelPool
-from tolk.engine.timing import CLOCK, RequestClock
+from tolk.engine.timing import CLOCK
 from tolk.errors import InvalidRequest, UnknownGlossary, UnknownTranslationMemory
 from tolk.languages import Lang, lang, request_lang
 from tolk.store.memories import TranslationMemories
@@ -262,26 +262,20 @@ class Translator:
         parsed, planned and rendered on the event loop, not in the preparation pool
         (`_inline`)."""
         # One deadline from here, the preparation included; the allowance per round of
-        # segments is added once the segments are known. Its clock marks where the time up
-        # to the first engine output went (tolk.engine.timing): its engine requests, in
-        # tasks started from here, share it.
-        clock = RequestClock()
-        reset = CLOCK.set(clock)
-        try:
-            async with deadline_of(request.deadline) as deadline:
-                routed, detections, plan = await self._routed(documents, request, sample, inline)
-                done, engine_seconds = await self._passes(
-                    routed, plan, request, deadline, on_segment, inline
-                )
-                rendered = await self._prepared(inline, _rendered, plan, done, request.alternatives)
-        finally:
-            CLOCK.reset(reset)
-        translation = _translation(
-            routed, request, done, rendered, characters, engine_seconds, detections
-        )
-        return dataclasses.replace(
-            translation, marks=clock.marks(), engine_requests=clock.engine_requests
-        )
+        # segments is added once the segments are known. The HTTP request's clock, if any
+        # (tolk.engine.timing), marks when its segments were done and put back.
+        clock = CLOCK.get()
+        async with deadline_of(request.deadline) as deadline:
+            routed, detections, plan = await self._routed(documents, request, sample, inline)
+            done, engine_seconds = await self._passes(
+                routed, plan, request, deadline, on_segment, inline
+            )
+            if clock is not None:
+                clock.translated = time.monotonic()
+            rendered = await self._prepared(inline, _rendered, plan, done, request.alternatives)
+        if clock is not None:
+            clock.rendered = time.monotonic()
+        return _translation(routed, request, done, rendered, characters, engine_seconds, detections)
 
     async def _routed(
         self,
