@@ -190,8 +190,9 @@ def header_flags(headers: Mapping[str, str]) -> list[str]:
 
 
 # What a tolk server's Server-Timing says of a unit's time (tolk.engine.timing), kept in its
-# record as `timing`: the engine's time, and from the start to its first engine request
-# handed to vLLM, to that request's first and last token, to its output back.
+# record as `timing`: the engine's time, and from its arrival to its first engine request
+# handed to vLLM, to that request's first and last token, to its output back, to its
+# segments done and put back (and `engine_requests`, how many it made).
 TIMING_MARKS = (
     "engine", "to-engine", "to-first-token", "to-last-token", "to-first-output", "to-translated",
     "to-rendered",
@@ -209,7 +210,7 @@ def reply(system: System, body: dict[str, Any], headers: Mapping[str, str]) -> d
         output = body["translation"]
         flags = [str(w["code"]) for w in body.get("warnings") or [] if w.get("text", 0) == 0]
         tokens = body.get("usage", {}).get("completion_tokens")
-        # Where its time went up to its first engine output (tolk.engine.timing), seconds.
+        # Where its time went (tolk.engine.timing), seconds.
         timing = {
             name: seconds
             for name in TIMING_MARKS

@@ -520,9 +520,9 @@ def unit_tokens(records: Sequence[Mapping[str, Any]]) -> dict[str, int] | None:
 
 def unit_timing(records: Sequence[Mapping[str, Any]]) -> dict[str, dict[str, list[float]]] | None:
     """A markup pass's units' timing by "pair format" and mark, in the units' order (None
-    for other passes and systems that tell none): where each unit's time up to its first
-    engine output went and how many engine requests it made (a tolk server's Server-Timing,
-    quality.TIMING_MARKS), for every pass, not only the first."""
+    for other passes and systems that tell none): where each unit's time went and how many
+    engine requests it made (a tolk server's Server-Timing, quality.TIMING_MARKS), for every
+    pass, not only the first."""
     out: dict[str, dict[str, list[float]]] = {}
     for r in records:
         if r.get("kind") in MARKUP_KINDS and r.get("error") is None and r.get("timing"):

@@ -454,7 +454,7 @@ class ModelEngine:
         final = None
         await self.gather.wait(self.in_flight)
         self.in_flight += 1
-        clock = CLOCK.get()  # the translation's, for its Server-Timing (tolk.engine.timing)
+        clock = CLOCK.get()  # the HTTP request's, for its Server-Timing (tolk.engine.timing)
         if clock is not None:
             clock.hand()
         try:

@@ -333,14 +333,15 @@ class Gateway:
 
     def headers(self, result: Translation) -> dict[str, str]:
         """What a response tells of a translation beside its body (any API): the engine's
-        time and where the time to its first engine output went (W3C Server-Timing),
-        segments from the segment cache, and the warnings. The first two are withheld with a
+        time and where the request's time went (W3C Server-Timing), segments from the
+        segment cache, and the warnings. The first two are withheld with a
         shared segment cache: a hit (no engine time) may be another key's."""
         headers: dict[str, str] = {}
         if not self.hides_memory:
-            # The engine's time, then how long from the start its first engine request took
-            # to be handed to vLLM, to make its first and last token and to be back
-            # (tolk.engine.timing), and how many engine requests it made.
+            # The engine's time, then how long from the request's arrival its first engine
+            # request took to be handed to vLLM, to make its first and last token and to be
+            # back, and its segments to be done and put back (tolk.engine.timing), and how
+            # many engine requests it made.
             timing = [f"engine;dur={result.engine_seconds * 1000:.3f}"]
             if (clock := CLOCK.get()) is not None:  # this HTTP request's (RequestAccounting)
                 timing += [f"{name};dur={at * 1000:.3f}" for name, at in clock.marks().items()]

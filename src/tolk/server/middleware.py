@@ -53,8 +53,8 @@ class RequestAccounting:
 
         in_flight = self.metrics.in_flight
         in_flight.inc()
-        # Where its time goes up to its first engine output, for its Server-Timing
-        # (tolk.engine.timing; the handler and the tasks it starts share this context).
+        # Where its time goes, for its Server-Timing (tolk.engine.timing; the handler and
+        # the tasks it starts share this context).
         clock = CLOCK.set(RequestClock())
         try:
             await self.app(scope, receive, send_with_id)

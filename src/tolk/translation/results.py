@@ -4,7 +4,7 @@
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from tolk.detect import Detection
@@ -54,10 +54,6 @@ class Translation:
     alternatives: tuple[tuple[str, ...], ...] = ()
     warnings: tuple[TextWarning, ...] = ()
     checks: CheckCounts = field(default_factory=CheckCounts)
-    # Seconds from the start to its first engine request's marks (tolk.engine.timing), and
-    # how many engine requests it made: its Server-Timing
-    marks: Mapping[str, float] = field(default_factory=dict)
-    engine_requests: int = 0
 
     def source_of(self, index: int) -> str:
         """The source tag of text `index`: detected, or the request's."""
@@ -102,9 +98,4 @@ def merge(
             for w in part.warnings
         ),
         checks=CheckCounts.total([p.checks for p in parts]),
-        marks={
-            name: min(p.marks[name] for p in parts if name in p.marks)
-            for name in {name for p in parts for name in p.marks}
-        },
-        engine_requests=sum(p.engine_requests for p in parts),
     )
