@@ -2,7 +2,8 @@
 --markup`'s units (5 pairs x 12 markdown and 12 HTML, FLORES lines from 1) sent to a tolk
 server at once, as the bench's markup pass sends them, and each unit's Server-Timing marks
 (tolk.engine.timing) read back: from its arrival to its first engine request handed to the
-engine, to its first output, to its answer.
+engine, to its first output, to its answer, and what the client waited outside those marks
+(before the server took the request up, and the answer's way back).
 
 The server runs in a process of its own over a stand-in engine (tolk.testing.fake_engine)
 that answers each prompt with the text of its last turn (its placeholders kept) after
@@ -135,9 +136,13 @@ def main() -> None:
             return statistics.median(r["timing"][mark] for r in rows)
 
         latency = statistics.median(r["latency_s"] for r in mine)
+        # What the client waited beyond the server's marks: before tolk took the request up
+        # (a burst's others first) and while its answer went back.
+        outside = statistics.median(r["latency_s"] - r["timing"]["to-rendered"] for r in mine)
         lines.append(
             f"  {kind:8s} {len(mine)} units: to the engine {median('to-engine'):.3f}, "
-            f"first output {median('to-first-output'):.3f}, answered {latency:.3f}"
+            f"first output {median('to-first-output'):.3f}, answered {latency:.3f}, "
+            f"outside the marks {outside:.3f}"
         )
     sys.stdout.write("\n".join([*lines, ""]))
 
