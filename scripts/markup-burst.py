@@ -122,7 +122,12 @@ def main() -> None:
                     socket.create_connection(("127.0.0.1", port), timeout=1).close()
                     break
                 except OSError:
+                    if server.poll() is not None:
+                        exited = f"the server exited with status {server.returncode}"
+                        raise SystemExit(exited) from None
                     time.sleep(0.5)
+            else:
+                raise SystemExit(f"the server did not listen on port {port} within 2 minutes")
             asyncio.run(burst(url))  # the first prompts' checks (tolk.translation.jobs) done
             records = asyncio.run(burst(url))
         finally:

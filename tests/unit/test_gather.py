@@ -73,3 +73,4 @@ async def test_a_full_group_goes_at_once_and_the_next_arrival_starts_another() -
     await asyncio.sleep(0)
     assert not later.done()
     later.cancel()
+    await asyncio.gather(later, return_exceptions=True)

@@ -7,7 +7,8 @@ from types import SimpleNamespace
 
 import pytest
 
-from tolk.engine.timing import RequestClock
+from tolk.engine.timing import CLOCK, RequestClock
+from tolk.server.documents import _without_clock as without_clock
 
 
 def test_marks_only_what_was_reached() -> None:
@@ -25,17 +26,34 @@ def test_the_first_engine_request_back_sets_the_marks_once() -> None:
     clock.hand()
     clock.hand()  # a twin beside it: counted, the hand-off mark kept
     handed = clock.handed
-    now = time.monotonic()
-    clock.answer(SimpleNamespace(first_token_ts=now - 0.5, last_token_ts=now - 0.1))
+    assert handed is not None
+    clock.answer(SimpleNamespace(first_token_ts=handed, last_token_ts=time.monotonic()))
     first = clock.marks()
+    now = time.monotonic()
     clock.answer(SimpleNamespace(first_token_ts=now, last_token_ts=now))  # the later one
     assert clock.marks() == first
     assert clock.handed == handed
     assert clock.engine_requests == 2
     assert list(first) == ["to-engine", "to-first-token", "to-last-token", "to-first-output"]
-    assert first["to-first-token"] == pytest.approx(0.5, abs=0.05)
-    assert first["to-last-token"] == pytest.approx(0.9, abs=0.05)
-    assert first["to-first-output"] >= first["to-last-token"]
+    assert first["to-engine"] == pytest.approx(1.0, abs=0.05)
+    assert first["to-first-token"] == pytest.approx(first["to-engine"])
+    assert first["to-first-token"] <= first["to-last-token"] <= first["to-first-output"]
+
+
+def test_engine_marks_outside_the_requests_own_span_are_left_out() -> None:
+    clock = RequestClock()
+    clock.hand()
+    clock.answer(SimpleNamespace(first_token_ts=1.0, last_token_ts=2.0))  # another clock's
+    assert list(clock.marks()) == ["to-engine", "to-first-output"]
+
+
+def test_a_background_document_job_runs_without_the_posts_clock() -> None:
+    token = CLOCK.set(RequestClock())
+    try:
+        assert without_clock().run(CLOCK.get) is None
+        assert CLOCK.get() is not None  # the request's own context keeps it
+    finally:
+        CLOCK.reset(token)
 
 
 @pytest.mark.parametrize("metrics", [None, SimpleNamespace(first_token_ts=0.0, last_token_ts=0.0)])

@@ -191,8 +191,8 @@ def header_flags(headers: Mapping[str, str]) -> list[str]:
 
 # What a tolk server's Server-Timing says of a unit's time (tolk.engine.timing), kept in its
 # record as `timing`: the engine's time, and from its arrival to its first engine request
-# handed to vLLM, to that request's first and last token, to its output back, to its
-# segments done and put back (and `engine_requests`, how many it made).
+# handed to vLLM, to the first and last token of the first engine request back and its
+# output, to its segments done and put back (and `engine_requests`, how many it made).
 TIMING_MARKS = (
     "engine", "to-engine", "to-first-token", "to-last-token", "to-first-output", "to-translated",
     "to-rendered",

@@ -528,7 +528,9 @@ def unit_timing(records: Sequence[Mapping[str, Any]]) -> dict[str, dict[str, lis
         if r.get("kind") in MARKUP_KINDS and r.get("error") is None and r.get("timing"):
             marks = out.setdefault(f"{r['pair']} {r['kind']}", {})
             for name, value in r["timing"].items():
-                marks.setdefault(name, []).append(round(float(value), 4))
+                # (engine_requests a count, the marks seconds)
+                kept = value if isinstance(value, int) else round(float(value), 4)
+                marks.setdefault(name, []).append(kept)
     return out or None
 
 

@@ -50,7 +50,9 @@ class RequestClock:
             return
         self.answered = time.monotonic()
         first, last = (getattr(metrics, n, 0.0) for n in ("first_token_ts", "last_token_ts"))
-        if first and last:  # 0.0: not recorded
+        # 0.0: not recorded. The engine core's clock is this host's monotonic clock; marks
+        # outside this request's own span (an engine elsewhere) are left out, not shown wrong.
+        if first and last and (self.handed or 0.0) <= first <= last <= self.answered:
             self.first_token, self.last_token = float(first), float(last)
 
     def marks(self) -> dict[str, float]:

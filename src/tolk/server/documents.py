@@ -12,6 +12,7 @@ caller whose `per_owner` documents are all still translating is refused (503/429
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import logging
 import secrets
 import time
@@ -22,6 +23,7 @@ from typing import Any, Literal
 
 from starlette.requests import Request
 
+from tolk.engine.timing import CLOCK
 from tolk.errors import Overloaded, TolkError
 from tolk.translation.files import TranslatedFile
 
@@ -134,7 +136,9 @@ class DocumentStore:
         except BaseException:
             work.close()
             raise
-        doc.task = asyncio.create_task(work)
+        # Without the POST's clock (tolk.engine.timing): its answer is sent already, and
+        # the job's engine requests are not that request's.
+        doc.task = asyncio.create_task(work, context=_without_clock())
 
         def finished(task: asyncio.Task[TranslatedFile]) -> None:
             if task.cancelled():
@@ -180,3 +184,10 @@ def documents_of(request: Request) -> DocumentStore:
     """The server's document store (app.state.documents)."""
     store: DocumentStore = request.app.state.documents
     return store
+
+
+def _without_clock() -> contextvars.Context:
+    """A copy of the current context with no request clock in it (tolk.engine.timing)."""
+    context = contextvars.copy_context()
+    context.run(CLOCK.set, None)
+    return context

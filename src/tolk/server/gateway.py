@@ -339,9 +339,9 @@ class Gateway:
         headers: dict[str, str] = {}
         if not self.hides_memory:
             # The engine's time, then how long from the request's arrival its first engine
-            # request took to be handed to vLLM, to make its first and last token and to be
-            # back, and its segments to be done and put back (tolk.engine.timing), and how
-            # many engine requests it made.
+            # request took to be handed to vLLM, the first one back to make its first and last
+            # token and to be back, and its segments to be done and put back
+            # (tolk.engine.timing), and how many engine requests it made.
             timing = [f"engine;dur={result.engine_seconds * 1000:.3f}"]
             if (clock := CLOCK.get()) is not None:  # this HTTP request's (RequestAccounting)
                 timing += [f"{name};dur={at * 1000:.3f}" for name, at in clock.marks().items()]

@@ -55,14 +55,14 @@ class RequestAccounting:
         in_flight.inc()
         # Where its time goes, for its Server-Timing (tolk.engine.timing; the handler and
         # the tasks it starts share this context).
-        clock = CLOCK.set(RequestClock())
+        token = CLOCK.set(RequestClock())
         try:
             await self.app(scope, receive, send_with_id)
         except Exception:
             status = 500
             raise
         finally:
-            CLOCK.reset(clock)
+            CLOCK.reset(token)
             in_flight.dec()
             route = scope.get("route")
             route_label = getattr(route, "path", state.get("route_path", route_label))
