@@ -23,13 +23,9 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
-import socket
 import statistics
-import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 from typing import Any
 
@@ -37,6 +33,7 @@ import yaml
 
 from tolk.bench.quality import System, translate_all
 from tolk.bench.quality_data import markup_units, read_lines
+from tolk.local.processes import LocalServer, free_port
 
 ROOT = Path(__file__).resolve().parents[1]
 DATA = ROOT.parent / "shared/quality/flores101/eng.txt"
@@ -52,15 +49,13 @@ from tolk.testing import fake_engine
 
 config, port, seconds = sys.argv[1], int(sys.argv[2]), float(sys.argv[3])
 settings = build_config(yaml.safe_load(open(config)), environ={})
-tokenizer = None
 
 async def generate(self, prompt, sampling_params, request_id, *, priority=0):
     ids = list(prompt["prompt_token_ids"])
     # The last turn's text (between its role's line and the end of turn), as the answer.
-    start, end = STARTS[0], ENDS[0]
-    at = max(i for i in range(len(ids) - len(start) + 1) if ids[i:i + len(start)] == start)
-    text = ids[at + len(start):]
-    text = text[: text.index(end)][: sampling_params.max_tokens]
+    at = max(i for i in range(len(ids) - len(START) + 1) if ids[i:i + len(START)] == START)
+    text = ids[at + len(START):]
+    text = text[: text.index(END)][: sampling_params.max_tokens]
     await asyncio.sleep(len(text) * seconds)
     self.requests += 1
     done = fake_engine.FakeCompletion(text, "stop")
@@ -68,20 +63,14 @@ async def generate(self, prompt, sampling_params, request_id, *, priority=0):
 
 from transformers import AutoTokenizer
 tokenizer = AutoTokenizer.from_pretrained(str(settings.models[0].path))
-STARTS = [tokenizer.encode("<|im_start|>user\\n")]
-ENDS = [tokenizer.convert_tokens_to_ids("<|im_end|>")]
+START = tokenizer.encode("<|im_start|>user\\n")
+END = tokenizer.convert_tokens_to_ids("<|im_end|>")
 fake_engine.FakeLLM.generate = generate
 server, _ = tolk_server(settings, fake_engine.FakeEngines(seconds))
 listening = socket.socket()
 listening.bind((settings.server.host, settings.server.port))
 server.run(sockets=[listening])
 """
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def config_file(path: Path, change: dict[str, Any], port: int, folder: Path) -> Path:
@@ -109,30 +98,13 @@ def main() -> None:
     port = free_port()
     with tempfile.TemporaryDirectory() as folder:
         made = config_file(config, change, port, Path(folder))
-        server = subprocess.Popen(
-            [sys.executable, "-c", SERVER, str(made), str(port), seconds],
-            env={**os.environ, "PYTHONUNBUFFERED": "1"},
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-        )
+        command = [sys.executable, "-c", SERVER, str(made), str(port), seconds]
+        server = LocalServer.start(command, port, Path(folder) / "server.log")
         try:
-            url = f"http://127.0.0.1:{port}"
-            for _ in range(240):
-                try:
-                    socket.create_connection(("127.0.0.1", port), timeout=1).close()
-                    break
-                except OSError:
-                    if server.poll() is not None:
-                        exited = f"the server exited with status {server.returncode}"
-                        raise SystemExit(exited) from None
-                    time.sleep(0.5)
-            else:
-                raise SystemExit(f"the server did not listen on port {port} within 2 minutes")
-            asyncio.run(burst(url))  # the first prompts' checks (tolk.translation.jobs) done
-            records = asyncio.run(burst(url))
+            asyncio.run(burst(server.url))  # the first prompts' checks (tolk.translation.jobs)
+            records = asyncio.run(burst(server.url))
         finally:
-            server.terminate()
-            server.wait(timeout=30)
+            server.stop()
     lines = [f"{config} {change or ''}: 120 units at once, medians by format (seconds)"]
     for kind in ("markdown", "html"):
         mine = [r for r in records if r["kind"] == kind and r.get("timing")]

@@ -56,13 +56,19 @@ async def get_text(client: aiohttp.ClientSession, path: str, **params: Any) -> t
         return response.status, await response.text()
 
 
-def server_timing(headers: Mapping[str, str], name: str) -> float | None:
-    """Seconds of metric `name` in a `Server-Timing` header: `engine` from a tolk server,
-    `upstream` and `proxy` added by a tolk proxy."""
+def server_timings(headers: Mapping[str, str]) -> dict[str, float]:
+    """Seconds of each metric with a duration in a `Server-Timing` header (the first of a
+    name): `engine` and the marks of tolk.engine.timing from a tolk server, `upstream` and
+    `proxy` added by a tolk proxy."""
+    found: dict[str, float] = {}
     for metric, millis in _TIMING.findall(headers.get("server-timing", "")):
-        if metric == name:
-            return float(millis) / 1000
-    return None
+        found.setdefault(metric, float(millis) / 1000)
+    return found
+
+
+def server_timing(headers: Mapping[str, str], name: str) -> float | None:
+    """Seconds of metric `name` in a `Server-Timing` header (server_timings)."""
+    return server_timings(headers).get(name)
 
 
 def engine_seconds(headers: Mapping[str, str]) -> float | None:

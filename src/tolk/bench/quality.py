@@ -40,7 +40,7 @@ import aiohttp
 from rich.progress import Progress
 
 from tolk.bench import profile, quality_report, quality_speed
-from tolk.bench.loadgen import BYPASS_MEMORY, server_timing
+from tolk.bench.loadgen import BYPASS_MEMORY, server_timings
 from tolk.bench.quality_data import Unit
 from tolk.bench.quality_speed import BASELINE
 from tolk.bench.run import progress_callback
@@ -211,11 +211,7 @@ def reply(system: System, body: dict[str, Any], headers: Mapping[str, str]) -> d
         flags = [str(w["code"]) for w in body.get("warnings") or [] if w.get("text", 0) == 0]
         tokens = body.get("usage", {}).get("completion_tokens")
         # Where its time went (tolk.engine.timing), seconds.
-        timing = {
-            name: seconds
-            for name in TIMING_MARKS
-            if (seconds := server_timing(headers, name)) is not None
-        }
+        timing = {n: s for n, s in server_timings(headers).items() if n in TIMING_MARKS}
         if made := ENGINE_REQUESTS.search(headers.get("server-timing", "")):
             timing["engine_requests"] = int(made.group(1))
     elif system.api == "deepl":
