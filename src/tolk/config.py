@@ -228,6 +228,19 @@ class CheckSettings(_Strict):
         "pair has 20 outcomes of its own they decide. Applies only where those steps' own "
         "watches are on.",
     )
+    markup_split_unwritten: bool = Field(
+        True,
+        description="A language pair whose plain first tries go as retries "
+        "(`first_as_retry_limit`: the model does not write the target language) sends the "
+        "text runs of its units with inline markup one by one from the start, each a short "
+        "plain segment, the markup kept where it was (flagged `markup_split`), rather than "
+        "first the whole sentence with placeholders and its retries: where the model does not "
+        "write the language, those are the markup pass's longest generations (loops and "
+        "rambles to a budget of several times the source's tokens) and were off target or "
+        "echoed when they kept the markup (the 0.5B Qwen's en-ne on one H200: "
+        "docs/benchmarks.md, section 33). Decided per request by the first-try watch, so a "
+        "pair goes back to whole sentences once its first tries stop being replaced.",
+    )
     retry_min_mended: float = Field(
         0.2,
         ge=0,

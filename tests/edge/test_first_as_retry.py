@@ -90,13 +90,19 @@ def test_first_tries_their_retries_replace_go_as_retries(
     labels = {"model": "looper", "pair": "en>de", "step": "first_try"}
     assert (labels, 1.0) in metric_samples(metrics, "tolk_pair_skipping")
     assert (labels, 1.0) in metric_samples(metrics, "tolk_pair_waste_share")
-    # A markup unit's first try still goes as usual: the penalty, counting the prompt's
-    # tokens, steers the model away from writing its placeholders back. (A link: a unit
-    # with emphasis starts without it in a pair such as this, checks.markup_skip_unwritten.)
+    # A markup unit of a pair such as this goes run by run from the start
+    # (checks.markup_split_unwritten): each text run a plain text, going as a retry; the
+    # link kept where it was, the answer flagged markup_split.
     before = len(asked)
-    translated(server, "The [museum](https://example.com/) opens at nine.", format="markdown")
-    assert asked[before][1].repetition_penalty == 1.0
-    assert "<g1>" in asked[before][0].rsplit("<|im_start|>user", 1)[-1]
+    answer = translated(
+        server, "The [museum](https://example.com/) opens at nine.", format="markdown"
+    )
+    runs = [prompt.rsplit("<|im_start|>user", 1)[-1] for prompt, _ in asked[before:]]
+    assert len(runs) == 3, runs
+    assert not any("<g1>" in run for run in runs)
+    assert all(sampling.repetition_penalty == 1.2 for _, sampling in asked[before:])
+    assert answer["translation"].count("](https://example.com/)") == 1, answer
+    assert [w["code"] for w in answer["warnings"]] == ["markup_split"], answer
     # Whatever replaced its first try (which lost its placeholders too), the next plain
     # text, going as a retry, is told of the loop, not of placeholders it does not have: a
     # markup unit is not the first-tries watch's.
@@ -122,6 +128,33 @@ def test_first_tries_their_retries_replace_go_as_retries(
     answer = translated(server, SOURCE)
     assert llm.requests == before + 1
     assert "loop" in [w["code"] for w in answer["warnings"]], answer
+
+
+@pytest.fixture
+def looping_whole(test_model: Path) -> Iterator[tuple[InProcessServer, FakeLLM, list[Any]]]:
+    yield from _looper(
+        test_model, checks={"enabled": True, "markup_split_unwritten": False}, placeholders="tags"
+    )
+
+
+def test_markup_units_can_keep_the_whole_sentence(
+    looping_whole: tuple[InProcessServer, FakeLLM, list[Any]],
+) -> None:
+    """`markup_split_unwritten: false`: once the pair's first tries go as retries, a markup
+    unit's first try still goes as usual, the whole sentence with its placeholders: the
+    penalty, counting the prompt's tokens, steers the model away from writing them back. (A
+    link: a unit with emphasis starts without it in a pair such as this,
+    checks.markup_skip_unwritten.)"""
+    server, _, asked = looping_whole
+    for _ in range(MIN_SEEN + 1):
+        assert translated(server, SOURCE)["translation"] == TRANSLATION
+    before = len(asked)
+    translated(server, SOURCE)
+    assert asked[before][1].repetition_penalty == 1.2  # going as a retry by now
+    before = len(asked)
+    translated(server, "The [museum](https://example.com/) opens at nine.", format="markdown")
+    assert asked[before][1].repetition_penalty == 1.0
+    assert "<g1>" in asked[before][0].rsplit("<|im_start|>user", 1)[-1]
 
 
 @pytest.fixture

@@ -505,6 +505,30 @@ def test_a_plan_not_whole_starts_its_units_with_emphasis_without_it() -> None:
     assert "See the [docs](https://example.com/d) first." in out
     assert plain.warnings(done)[0] == {"markup_dropped": 1}
 
+    # `split` (a pair the model does not write): every unit with inline markup goes run by
+    # run from the start, flagged markup_split; one without markup goes as it is, and no
+    # unit is the whole-markup watch's to judge.
+    split = DocumentPlan([doc], cut, lambda masked: True, whole=False, split=True)
+    assert split.via == {(0, 0): "runs", (0, 1): "runs", (0, 2): "whole"}
+    assert split.first == [
+        bare.masked,
+        "Run",
+        "make serve",
+        "to start the",
+        "server",
+        "See the",
+        "docs",
+        "first",
+    ]
+    assert split.fallbacks == {}
+    assert split.emphasised == 0
+    done = {s: Done(s.upper(), 0, 0, 0) for s in split.first}
+    assert split.restore(done) == []
+    out = split.render(done)[0]
+    assert out.startswith("RUN **MAKE SERVE** TO START THE [SERVER](https://example.com/docs).")
+    assert "SEE THE [DOCS](https://example.com/d) FIRST." in out
+    assert split.warnings(done)[0] == {"markup_split": 2}
+
     # Sent whole: a unit with emphasis that loses its placeholders is judged so (once for
     # the two identical units of this document), then goes on down.
     twice = parse("markdown", text + "\n" + text, cut)

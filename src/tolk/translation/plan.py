@@ -51,8 +51,11 @@ class DocumentPlan:
 
     Not `whole` (the pair's units rarely keep their paired markup: tolk.translation.watch),
     units with emphasis start without it, their `plain` text (flagged `markup_dropped` as if
-    they had fallen back there). `judged()` tells, after each `restore`, whether each unit
-    with emphasis sent whole kept it."""
+    they had fallen back there). `split` (the model does not write the target language:
+    its whole-sentence tries are the pass's longest generations and rarely usable), every
+    unit with inline markup goes run by run from the start (flagged `markup_split` as if it
+    had fallen back there). `judged()` tells, after each `restore`, whether each unit with
+    emphasis sent whole kept it."""
 
     def __init__(
         self,
@@ -60,6 +63,7 @@ class DocumentPlan:
         cut: Splitter,
         fits: Callable[[str], bool],
         whole: bool = True,
+        split: bool = False,
     ) -> None:
         self.docs = docs
         self._cut = cut
@@ -68,11 +72,15 @@ class DocumentPlan:
         runs: dict[str, None] = {}
         # Where each unit stands: how it is (to be) translated.
         self.via: dict[tuple[int, int], Via] = {}
+        self.fell_back: set[tuple[int, int]] = set()  # went run by run for their markup
         for d, doc in enumerate(docs):
             for u, unit in enumerate(doc.units):
                 # (A unit without emphasis has no plain text: it goes whole.)
                 via: Via = "plain" if not whole and unit.plain is not None else "whole"
                 text = unit.masked if via == "whole" else unit.plain
+                if split and unit.tagged and unit.runs:
+                    self.fell_back.add((d, u))
+                    text = None
                 if text is not None and (doc.cut_to_fit or fits(text)):
                     first[text] = None
                     self.via[(d, u)] = via
@@ -91,11 +99,13 @@ class DocumentPlan:
             if self.via[(d, u)] == "whole" and unit.masked is not None and unit.plain is not None
         }
         self.outputs: list[dict[int, Rendered]] = [{} for _ in docs]
-        self.fell_back: set[tuple[int, int]] = set()  # went run by run for their markup
         self._judged: list[bool] = []  # units with emphasis sent whole: kept it (judged())
         # Units with emphasis: what `whole` decides for (the pair's watch takes a turn).
         self.emphasised = sum(
-            unit.plain is not None for doc in docs for unit in doc.units if unit.tagged
+            unit.plain is not None and (d, u) not in self.fell_back
+            for d, doc in enumerate(docs)
+            for u, unit in enumerate(doc.units)
+            if unit.tagged
         )
 
     def cut(self, run: str) -> Segmented:

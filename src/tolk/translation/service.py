@@ -303,8 +303,20 @@ class Translator:
         # (Decided here, on the loop, whose the watches are: the plan is made off it.)
         presumed = self._skips_whole_unmeasured(engine, source, target)
         whole = self.markup_whole.next_does(engine.name, source.tag, target.tag, presumed)
+        split = engine.settings.checks.markup_split_unwritten and self.first_tries.skipping(
+            engine.name, source.tag, target.tag
+        )
         plan, resolved = await self._prepared(
-            inline, self._plan, documents, cut, request.glossary, source, target, engine, whole
+            inline,
+            self._plan,
+            documents,
+            cut,
+            request.glossary,
+            source,
+            target,
+            engine,
+            whole,
+            split,
         )
         if plan.emphasised:
             # A probe's turn is a request the decision applied to (not a plain text's).
@@ -362,13 +374,16 @@ class Translator:
         target: Lang,
         engine: ModelEngine,
         whole: bool,
+        split: bool,
     ) -> tuple[DocumentPlan, Glossary]:
         """The request's documents parsed, their do-not-translate terms protected and their
         engine work planned (in the preparation pool: linear in the input). `whole`: whether
-        units with emphasis go whole first (the `markup_whole` watch's, decided in `_routed`)."""
+        units with emphasis go whole first (the `markup_whole` watch's, decided in `_routed`);
+        `split`: whether units with markup go run by run from the start
+        (`checks.markup_split_unwritten`)."""
         resolved = self._glossary(asked, source, target)
         docs = [resolved.protect(d) for d in documents(cut)]
-        return DocumentPlan(docs, cut, self._fits(engine), whole), resolved
+        return DocumentPlan(docs, cut, self._fits(engine), whole, split), resolved
 
     def _skips_whole_unmeasured(self, engine: ModelEngine, source: Lang, target: Lang) -> bool:
         """Whether the pair's units with emphasis start without it before its own outcomes
