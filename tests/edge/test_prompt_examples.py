@@ -221,7 +221,9 @@ def _unwritten(
             return TRANSLATION
         return SOURCE
 
-    settings = {"enabled": True, **checks}
+    # (The markup ladder's steps, not the runs from the start that such a pair's units take
+    # by default, checks.markup_split_unwritten: tests/edge/test_first_as_retry.py.)
+    settings = {"enabled": True, "markup_split_unwritten": False, **checks}
     for server, llm in scripted_server(test_model, "unwritten", reply, checks=settings):
         yield server, llm, asked
 

@@ -94,7 +94,8 @@ def standin_pool(test_model: Path) -> Iterator[tuple[ModelPool, FakeEngines]]:
                     "markup",
                     test_model,
                     languages=languages,
-                    checks={"enabled": True},
+                    # (Its units whole even where the pair is not written: the twins'.)
+                    checks={"enabled": True, "markup_split_unwritten": False},
                     candidates={"markup_n": 2},
                 ),
                 model_config(  # the twin only where a segment has two pairs or more
