@@ -241,16 +241,6 @@ class CheckSettings(_Strict):
         "docs/benchmarks.md, section 33). Decided per request by the first-try watch, so a "
         "pair goes back to whole sentences once its first tries stop being replaced.",
     )
-    markup_split_width: int = Field(
-        2,
-        ge=0,
-        description="With `markup_split_unwritten`: a unit sent run by run from the start has "
-        "at most this many of its runs in the engine at once (0: all of them). Its runs are "
-        "several short engine requests where its whole try was one, and every sequence in "
-        "the engine's batch slows each step for every request beside it: sent all at once, "
-        "en-ne's runs made de/fr/es markup units 1.3-2x slower on one H200 "
-        "(docs/benchmarks.md, section 33).",
-    )
     retry_min_mended: float = Field(
         0.2,
         ge=0,

@@ -6,8 +6,6 @@ are `tolk bench quality`'s (docs/benchmarks.md, section 23)."""
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
@@ -105,38 +103,6 @@ def test_first_tries_their_retries_replace_go_as_retries(
     assert all(sampling.repetition_penalty == 1.2 for _, sampling in asked[before:])
     assert answer["translation"].count("](https://example.com/)") == 1, answer
     assert [w["code"] for w in answer["warnings"]] == ["markup_split"], answer
-    # At most checks.markup_split_width (2) of a unit's runs in the engine at once: each
-    # request is held until a second is in flight (or 5 s, were the width 1), and the third
-    # run goes only once one of them is done.
-    generate, in_flight, most = llm.generate, [0], [0]
-    two: list[asyncio.Event] = []
-
-    async def counted(
-        prompt: Any, sampling_params: Any, request_id: str, *, priority: int = 0
-    ) -> AsyncIterator[FakeOutput]:
-        if not two:
-            two.append(asyncio.Event())
-        in_flight[0] += 1
-        most[0] = max(most[0], in_flight[0])
-        if in_flight[0] >= 2:
-            two[0].set()
-        try:
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(two[0].wait(), 5)
-            async for out in generate(prompt, sampling_params, request_id, priority=priority):
-                yield out
-        finally:
-            in_flight[0] -= 1
-
-    llm.generate = counted  # type: ignore[method-assign]
-    try:
-        answer = translated(
-            server, "A [guide](https://example.com/g) meets you at the door.", format="markdown"
-        )
-    finally:
-        llm.generate = generate  # type: ignore[method-assign]
-    assert [w["code"] for w in answer["warnings"]] == ["markup_split"], answer
-    assert most[0] == 2, most
     # Whatever replaced its first try (which lost its placeholders too), the next plain
     # text, going as a retry, is told of the loop, not of placeholders it does not have: a
     # markup unit is not the first-tries watch's.

@@ -843,8 +843,6 @@ def test_each_variant_switches_one_feature_off_on_every_model() -> None:
     assert model.checks.markup_split_unwritten
     assert not off["markup-unwritten-whole"].checks.markup_split_unwritten
     assert off["markup-unwritten-whole"].checks.markup_skip_unwritten
-    assert model.checks.markup_split_width == 2
-    assert off["markup-split-wide"].checks.markup_split_width == 0
     assert model.checks.retry_min_mended == 0.2
     assert off["retry-always"].checks.retry_min_mended == 0
     assert model.checks.markup_fallback_early

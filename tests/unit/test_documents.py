@@ -522,9 +522,6 @@ def test_a_plan_not_whole_starts_its_units_with_emphasis_without_it() -> None:
     ]
     assert split.fallbacks == {}
     assert split.emphasised == 0
-    # At most `per_unit` runs of each such unit at once, beside every other segment.
-    assert (split.width(2), split.width(1), split.width(0), split.width(9)) == (5, 3, 8, 8)
-    assert plain.width(2) == len(plain.first)
     done = {s: Done(s.upper(), 0, 0, 0) for s in split.first}
     assert split.restore(done) == []
     out = split.render(done)[0]

@@ -141,9 +141,6 @@ VARIANTS: dict[str, Variant] = {
     # run by run only where that fails, not run by run from the start
     # (checks.markup_split_unwritten).
     "markup-unwritten-whole": _checks({"markup_split_unwritten": False}),
-    # Such a unit's runs all in the engine at once, not two at a time
-    # (checks.markup_split_width 0).
-    "markup-split-wide": _checks({"markup_split_width": 0}),
     # A markup unit's plain-text fallback asked for after its markup retry, not beside it.
     "fallback-late": _checks({"markup_fallback_early": False}),
     # Whole-step CUDA graphs for steps that read prompts too (GPU with FlashAttention 3), not

@@ -90,9 +90,6 @@ class DocumentPlan:
         # The first pass: units whole (or without emphasis: `whole`) and the runs of those
         # over the budget.
         self.first = list(first | runs)
-        # The units sent run by run from the start (`split`) and their runs: `width` paces them.
-        self._split_units = len(self.fell_back)
-        self._split_runs = {s for key in self.fell_back for s in self._segments(key)}
         # A whole unit's segment -> its plain text, the next pass's segment if its
         # placeholders do not come back (started early beside the markup retry: run.Flow).
         self.fallbacks = {
@@ -110,17 +107,6 @@ class DocumentPlan:
             for u, unit in enumerate(doc.units)
             if unit.tagged
         )
-
-    def width(self, per_unit: int) -> int:
-        """How many of the first pass's segments go to the engine at once: all of them, but
-        the runs of the units sent run by run from the start at most `per_unit` a unit
-        (0: all). A unit's runs are several short engine requests where its whole try was
-        one; sent all at once, a page of them multiplies the sequences in every engine step
-        (the engine steps slow for every request beside them)."""
-        if not per_unit or not self._split_runs:
-            return len(self.first)
-        others = len(self.first) - len(self._split_runs)
-        return others + min(len(self._split_runs), per_unit * self._split_units)
 
     def cut(self, run: str) -> Segmented:
         """A text run cut into segments (once: cutting measures tokens)."""

@@ -336,9 +336,8 @@ class Translator:
         engine. Admission is decided for the whole request before any per-segment work."""
         engine = routed.engine
         segments = len(plan.first)
-        with engine.admit(segments) as admitted:
+        with engine.admit(segments) as window:
             started = time.monotonic()
-            window = max(1, min(admitted, plan.width(engine.settings.checks.markup_split_width)))
             slots = asyncio.Semaphore(window)
             # Each segment is 1 + its sampled outputs' sequences in the engine's batch (a
             # markup segment's twin, `candidates.markup_n`, not counted: aborted once the
