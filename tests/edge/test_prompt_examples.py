@@ -221,9 +221,7 @@ def _unwritten(
             return TRANSLATION
         return SOURCE
 
-    # (The markup ladder's steps, not the runs from the start that such a pair's units take
-    # by default, checks.markup_split_unwritten: tests/edge/test_first_as_retry.py.)
-    settings = {"enabled": True, "markup_split_unwritten": False, **checks}
+    settings = {"enabled": True, **checks}
     for server, llm in scripted_server(test_model, "unwritten", reply, checks=settings):
         yield server, llm, asked
 

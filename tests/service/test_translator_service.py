@@ -94,8 +94,7 @@ def standin_pool(test_model: Path) -> Iterator[tuple[ModelPool, FakeEngines]]:
                     "markup",
                     test_model,
                     languages=languages,
-                    # (Its units whole even where the pair is not written: the twins'.)
-                    checks={"enabled": True, "markup_split_unwritten": False},
+                    checks={"enabled": True},
                     candidates={"markup_n": 2},
                 ),
                 model_config(  # the twin only where a segment has two pairs or more
