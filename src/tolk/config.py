@@ -229,17 +229,18 @@ class CheckSettings(_Strict):
         "watches are on.",
     )
     markup_split_unwritten: bool = Field(
-        True,
+        False,
         description="A language pair whose plain first tries go as retries "
         "(`first_as_retry_limit`: the model does not write the target language) sends the "
         "text runs of its units with inline markup one by one from the start, each a short "
-        "plain segment, the markup kept where it was (flagged `markup_split`), rather than "
-        "first the whole sentence with placeholders and its retries: where the model does not "
-        "write the language, those are the markup pass's longest generations (loops and "
-        "rambles to a budget of several times the source's tokens) and were off target or "
-        "echoed when they kept the markup (the 0.5B Qwen's en-ne on one H200: "
-        "docs/benchmarks.md, section 33). Decided per request by the first-try watch, so a "
-        "pair goes back to whole sentences once its first tries stop being replaced.",
+        "plain segment going as a retry, the markup kept where it was (flagged "
+        "`markup_split`), rather than first the whole sentence with placeholders and its "
+        "retries. The trade, on one H200 with the 0.5B Qwen (docs/benchmarks.md, section "
+        "33): en-ne markup units 0.9-2.2 s a unit p50 against 3.0-5.6 s, half the markup "
+        "pass's tokens; but the runs keep twice the sequences in the engine through the pass, "
+        "and the de/fr/es markup units beside them took 1.2-1.9x as long. Decided per request "
+        "by the first-try watch, so a pair goes back to whole sentences once its first tries "
+        "stop being replaced.",
     )
     retry_min_mended: float = Field(
         0.2,

@@ -90,19 +90,13 @@ def test_first_tries_their_retries_replace_go_as_retries(
     labels = {"model": "looper", "pair": "en>de", "step": "first_try"}
     assert (labels, 1.0) in metric_samples(metrics, "tolk_pair_skipping")
     assert (labels, 1.0) in metric_samples(metrics, "tolk_pair_waste_share")
-    # A markup unit of a pair such as this goes run by run from the start
-    # (checks.markup_split_unwritten): each text run a plain text, going as a retry; the
-    # link kept where it was, the answer flagged markup_split.
+    # A markup unit's first try still goes as usual: the penalty, counting the prompt's
+    # tokens, steers the model away from writing its placeholders back. (A link: a unit
+    # with emphasis starts without it in a pair such as this, checks.markup_skip_unwritten.)
     before = len(asked)
-    answer = translated(
-        server, "The [museum](https://example.com/) opens at nine.", format="markdown"
-    )
-    runs = [prompt.rsplit("<|im_start|>user", 1)[-1] for prompt, _ in asked[before:]]
-    assert len(runs) == 3, runs
-    assert not any("<g1>" in run for run in runs)
-    assert all(sampling.repetition_penalty == 1.2 for _, sampling in asked[before:])
-    assert answer["translation"].count("](https://example.com/)") == 1, answer
-    assert [w["code"] for w in answer["warnings"]] == ["markup_split"], answer
+    translated(server, "The [museum](https://example.com/) opens at nine.", format="markdown")
+    assert asked[before][1].repetition_penalty == 1.0
+    assert "<g1>" in asked[before][0].rsplit("<|im_start|>user", 1)[-1]
     # Whatever replaced its first try (which lost its placeholders too), the next plain
     # text, going as a retry, is told of the loop, not of placeholders it does not have: a
     # markup unit is not the first-tries watch's.
@@ -131,30 +125,36 @@ def test_first_tries_their_retries_replace_go_as_retries(
 
 
 @pytest.fixture
-def looping_whole(test_model: Path) -> Iterator[tuple[InProcessServer, FakeLLM, list[Any]]]:
+def looping_split(test_model: Path) -> Iterator[tuple[InProcessServer, FakeLLM, list[Any]]]:
     yield from _looper(
-        test_model, checks={"enabled": True, "markup_split_unwritten": False}, placeholders="tags"
+        test_model, checks={"enabled": True, "markup_split_unwritten": True}, placeholders="tags"
     )
 
 
-def test_markup_units_can_keep_the_whole_sentence(
-    looping_whole: tuple[InProcessServer, FakeLLM, list[Any]],
+def test_markup_units_can_go_run_by_run_from_the_start(
+    looping_split: tuple[InProcessServer, FakeLLM, list[Any]],
 ) -> None:
-    """`markup_split_unwritten: false`: once the pair's first tries go as retries, a markup
-    unit's first try still goes as usual, the whole sentence with its placeholders: the
-    penalty, counting the prompt's tokens, steers the model away from writing them back. (A
-    link: a unit with emphasis starts without it in a pair such as this,
-    checks.markup_skip_unwritten.)"""
-    server, _, asked = looping_whole
+    """`markup_split_unwritten: true`: once the pair's first tries go as retries, a markup
+    unit goes run by run from the start, each text run a plain text going as a retry (no
+    placeholders, the retry's penalty), the link kept where it was and the answer flagged
+    markup_split; a text without markup is unchanged."""
+    server, _, asked = looping_split
     for _ in range(MIN_SEEN + 1):
         assert translated(server, SOURCE)["translation"] == TRANSLATION
     before = len(asked)
-    translated(server, SOURCE)
-    assert asked[before][1].repetition_penalty == 1.2  # going as a retry by now
+    assert translated(server, SOURCE)["translation"] == TRANSLATION
+    assert len(asked) == before + 1  # a text without markup: one request, as before
+    assert asked[before][1].repetition_penalty == 1.2
     before = len(asked)
-    translated(server, "The [museum](https://example.com/) opens at nine.", format="markdown")
-    assert asked[before][1].repetition_penalty == 1.0
-    assert "<g1>" in asked[before][0].rsplit("<|im_start|>user", 1)[-1]
+    answer = translated(
+        server, "The [museum](https://example.com/) opens at nine.", format="markdown"
+    )
+    runs = [prompt.rsplit("<|im_start|>user", 1)[-1] for prompt, _ in asked[before:]]
+    assert len(runs) == 3, runs
+    assert not any("<g1>" in run for run in runs)
+    assert all(sampling.repetition_penalty == 1.2 for _, sampling in asked[before:])
+    assert answer["translation"].count("](https://example.com/)") == 1, answer
+    assert [w["code"] for w in answer["warnings"]] == ["markup_split"], answer
 
 
 @pytest.fixture

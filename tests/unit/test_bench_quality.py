@@ -840,9 +840,9 @@ def test_each_variant_switches_one_feature_off_on_every_model() -> None:
     assert model.checks.markup_skip_unwritten
     assert not off["markup-unwritten-learnt"].checks.markup_skip_unwritten
     assert off["markup-unwritten-learnt"].checks.markup_skip_limit == model.checks.markup_skip_limit
-    assert model.checks.markup_split_unwritten
-    assert not off["markup-unwritten-whole"].checks.markup_split_unwritten
-    assert off["markup-unwritten-whole"].checks.markup_skip_unwritten
+    assert not model.checks.markup_split_unwritten
+    assert off["markup-split-unwritten"].checks.markup_split_unwritten
+    assert off["markup-split-unwritten"].checks.markup_skip_unwritten
     assert model.checks.retry_min_mended == 0.2
     assert off["retry-always"].checks.retry_min_mended == 0
     assert model.checks.markup_fallback_early
