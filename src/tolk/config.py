@@ -153,8 +153,8 @@ class CheckSettings(_Strict):
     stop_loops: bool = Field(
         True,
         description="Have vLLM stop a generation whose last tokens repeat one pattern of "
-        "1-24 tokens 8 times, rather than let the loop run to the output budget (vLLM 0.32's "
-        "repetition detection; older releases run it to the budget).",
+        "1-24 tokens 8 times, rather than let the loop run to the output budget (vLLM's "
+        "repetition detection, in 0.26 and 0.32; a release without it runs it to the budget).",
     )
     retry_instruction: bool = Field(
         True, description="The retry's prompt says again which language to answer in."

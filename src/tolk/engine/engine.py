@@ -162,11 +162,11 @@ def engine_dtype(configured: str, *, cpu: bool) -> str:
     return configured
 
 
-# vLLM's own loop detection (RepetitionDetectionParams, vLLM 0.32+; older releases have none
-# and a loop runs to its budget): the scheduler ends a generation whose last tokens are one
-# pattern of 1-24 tokens repeated 8 times (16 tokens for a two-token word, 96 for a short
-# phrase), finish_reason "repetition". 8, not fewer: a translation may well say a word or
-# a symbol three or four times in a row.
+# vLLM's own loop detection (RepetitionDetectionParams: 0.26, the GPU kit's, and 0.32 have
+# it; a release without it runs a loop to its budget): the scheduler ends a generation whose
+# last tokens are one pattern of 1-24 tokens repeated 8 times (16 tokens for a two-token word,
+# 96 for a short phrase), finish_reason "repetition". 8, not fewer: a translation may well
+# say a word or a symbol three or four times in a row.
 LOOP_DETECTION = {"min_pattern_size": 1, "max_pattern_size": 24, "min_count": 8}
 
 
