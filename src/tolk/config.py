@@ -236,9 +236,9 @@ class CheckSettings(_Strict):
         "plain segment going as a retry, the markup kept where it was (flagged "
         "`markup_split`), rather than first the whole sentence with placeholders and its "
         "retries. The trade, on one H200 with the 0.5B Qwen (docs/benchmarks.md, section "
-        "33): en-ne markup units 0.9-2.2 s a unit p50 against 3.0-5.6 s, half the markup "
-        "pass's tokens; but the runs keep twice the sequences in the engine through the pass, "
-        "and the de/fr/es markup units beside them took 1.2-1.9x as long. Decided per request "
+        "33): en-ne markup units 1.2 s a unit p50 against 4.3 s, 45% fewer markup tokens; but "
+        "the runs keep about twice the sequences in the engine through the pass, and the "
+        "de/fr/es markup units beside them took 1.1-1.8x as long. Decided per request "
         "by the first-try watch, so a pair goes back to whole sentences once its first tries "
         "stop being replaced.",
     )
