@@ -261,6 +261,14 @@ def test_a_pair_the_model_does_not_write_skips_the_markup_steps_from_its_first_u
         answer = translated(server, link, format="markdown")
         assert "[" + TRANSLATION + "](https://example.com/)" in answer["translation"], answer
         assert (max(asked) == 1) is presume, asked  # the markup retry samples several
+        # A first try that lost its placeholders and has another problem (here English, off
+        # target) is retried as a markup retry all the same (several sampled outputs), so
+        # it is presumed waste too: the unit goes on to its runs.
+        asked.clear()
+        code = "Run `make` before the museum opens."
+        answer = translated(server, code, format="markdown")
+        assert "`make`" in answer["translation"], answer
+        assert (max(asked) == 1) is presume, asked
         metrics = httpx.get(f"{server.url}/metrics", timeout=30).text
         skipping = metric_samples(metrics, "tolk_pair_skipping")
         for step in ("markup_whole", "markup_retry"):

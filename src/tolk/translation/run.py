@@ -440,21 +440,36 @@ class SegmentRun:
 
     def _watch_of(self, first: Verdict) -> PairWatch | None:
         """The pair's watch over the retry `first` would have (tolk.translation.watch): the
-        markup retry's where lost placeholders are all another try could mend, none for a
-        copy of the examples (always retried: its words are another sentence's), else that of
-        retries."""
+        markup retry's where lost placeholders are all another try could mend, or, where the
+        model does not write the pair (`unwritten`), where they are lost beside other
+        problems; none for a copy of the examples (always retried: its words are another
+        sentence's), else that of retries."""
         if _markup_only(first):
             return self._markup_watch
-        return None if "copied_example" in first.problems else self._retry_watch
+        if "copied_example" in first.problems:
+            return None
+        # Lost placeholders beside another problem: the retry is a markup retry all the same
+        # (`retry`: the markup candidates, sampled; where the model rambles, each to its
+        # budget), while the unit's fallback, started at once, is a fresh try of its text.
+        # Where the model does not write the pair it is presumed waste as a markup-only
+        # loss's is, and counted so: on the CPU the 0.5B Qwen's en-ne markup units made 72%
+        # of their tokens in such retries (docs/benchmarks.md, section 33).
+        markup = self._markup_watch
+        lost = "placeholders" in first.problems
+        engine, source, target = self._engine, self._source, self._target
+        if lost and markup is not None and self._translator.unwritten(engine, source, target):
+            return markup
+        return self._retry_watch
 
     def retrying(self, first: Verdict, form: FirstForm) -> bool:
         """Whether a first try with problems is retried: yes, unless its pair's retries of
         such problems rarely mend them (tolk.translation.watch), or it went as a retry and
         its retry would be the same request (greedy `checks.retry_sampling`; a markup retry
-        samples candidates, so is still done). A markup retry is presumed waste before it is
-        measured where the model does not write the target language
-        (`checks.markup_skip_unwritten`). A markup unit not retried falls back to its plain
-        text at once; a text keeps its first try, flagged."""
+        samples candidates, so is still done). A markup retry (any retry of lost
+        placeholders, other problems or not) is presumed waste before it is measured where
+        the model does not write the target language (`checks.markup_skip_unwritten`). A
+        markup unit not retried falls back to its plain text at once; a text keeps its first
+        try, flagged."""
         greedy = self._checks.retry_sampling.temperature == 0
         if form.as_retry and greedy and not _markup_only(first):
             return False
