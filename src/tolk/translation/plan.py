@@ -73,6 +73,8 @@ class DocumentPlan:
         # Where each unit stands: how it is (to be) translated.
         self.via: dict[tuple[int, int], Via] = {}
         self.fell_back: set[tuple[int, int]] = set()  # went run by run for their markup
+        # Units with emphasis: what `whole` decides for (the pair's watch takes a turn).
+        self.emphasised = 0
         for d, doc in enumerate(docs):
             for u, unit in enumerate(doc.units):
                 # (A unit without emphasis has no plain text: it goes whole.)
@@ -81,6 +83,8 @@ class DocumentPlan:
                 if split and unit.tagged and unit.runs:
                     self.fell_back.add((d, u))
                     text = None
+                elif unit.tagged and unit.plain is not None:
+                    self.emphasised += 1
                 if text is not None and (doc.cut_to_fit or fits(text)):
                     first[text] = None
                     self.via[(d, u)] = via
@@ -100,13 +104,6 @@ class DocumentPlan:
         }
         self.outputs: list[dict[int, Rendered]] = [{} for _ in docs]
         self._judged: list[bool] = []  # units with emphasis sent whole: kept it (judged())
-        # Units with emphasis: what `whole` decides for (the pair's watch takes a turn).
-        self.emphasised = sum(
-            unit.plain is not None and (d, u) not in self.fell_back
-            for d, doc in enumerate(docs)
-            for u, unit in enumerate(doc.units)
-            if unit.tagged
-        )
 
     def cut(self, run: str) -> Segmented:
         """A text run cut into segments (once: cutting measures tokens)."""

@@ -547,8 +547,7 @@ class SegmentRun:
         to be worth its tokens: not where the pair's plain first tries are mostly replaced
         by their retries' output (tolk.translation.watch: en-ne with the 0.5B Qwen, whose
         markup units' first tries and their twins kept their placeholders in few cases)."""
-        pair = (self._engine.name, self._source.tag, self._target.tag)
-        return not self._translator.first_tries.skipping(*pair)
+        return self._translator.writes(self._engine, self._source, self._target)
 
     async def _hedged(
         self,

@@ -303,8 +303,8 @@ class Translator:
         # (Decided here, on the loop, whose the watches are: the plan is made off it.)
         presumed = self._skips_whole_unmeasured(engine, source, target)
         whole = self.markup_whole.next_does(engine.name, source.tag, target.tag, presumed)
-        split = engine.settings.checks.markup_split_unwritten and self.first_tries.skipping(
-            engine.name, source.tag, target.tag
+        split = engine.settings.checks.markup_split_unwritten and not self.writes(
+            engine, source, target
         )
         plan, resolved = await self._prepared(
             inline,
@@ -394,12 +394,17 @@ class Translator:
         checks = engine.settings.checks
         return checks.markup_skip_limit < 1 and self.unwritten(engine, source, target)
 
+    def writes(self, engine: ModelEngine, source: Lang, target: Lang) -> bool:
+        """Whether the model writes the pair: not where its plain first tries go as retries
+        (the first-try watch skips them: most were replaced by their retry's output,
+        tolk.translation.watch)."""
+        return not self.first_tries.skipping(engine.name, source.tag, target.tag)
+
     def unwritten(self, engine: ModelEngine, source: Lang, target: Lang) -> bool:
         """Whether the pair's markup steps are presumed waste before they are measured
-        (`checks.markup_skip_unwritten`): its plain first tries go as retries, so the model
-        does not write the target language (tolk.translation.watch)."""
-        return engine.settings.checks.markup_skip_unwritten and self.first_tries.skipping(
-            engine.name, source.tag, target.tag
+        (`checks.markup_skip_unwritten`): the model does not write it (`writes`)."""
+        return engine.settings.checks.markup_skip_unwritten and not self.writes(
+            engine, source, target
         )
 
     def _count_whole(self, routed: Routed, kept: Sequence[bool]) -> None:
