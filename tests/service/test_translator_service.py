@@ -330,9 +330,9 @@ async def test_standin_markup_gets_a_sampled_candidate_and_keeps_the_one_with_it
     script.reply = lambda prompt, n: "Guten Morgen."
     lost = await standin_translator.translate(["Good <b>morning</b>."], html)
     assert lost.texts == ["Guten Morgen."]
-    # The greedy try and its twin; the markup retry (one request of 4); the fallback's one
-    # (its text has no placeholders left, so no twin).
-    assert len(script.prompts) == 4
+    # The greedy try and its twin; the markup retry (4 requests of one output, none clean,
+    # so all waited for); the fallback's one (its text has no placeholders left: no twin).
+    assert len(script.prompts) == 7
     assert [w.code for w in lost.warnings] == ["markup_dropped"]
     # A twin that fails: the greedy output goes on as it would without one (retried).
     from vllm.v1.engine.exceptions import EngineGenerateError
@@ -351,6 +351,58 @@ async def test_standin_markup_gets_a_sampled_candidate_and_keeps_the_one_with_it
         script.hold = None
     assert mended.texts == ["Guten <b>Morgen</b>."]
     assert mended.checks.retried == 1
+
+
+async def test_standin_markup_retry_keeps_its_first_clean_candidate(
+    standin_translator: Translator, standin_script: dict[str, Script]
+) -> None:
+    """`checks.markup_first_clean`: the markup retry's four candidates go as four engine
+    requests; the first back without a problem is kept, and the others (held here until
+    aborted) are aborted in the engine rather than waited for, as is the unit's fallback
+    (its plain text, started beside the retry)."""
+    script = standin_script["checked"]
+    marked = 0  # engine requests whose prompt has the placeholder: the first try, then candidates
+    clean = False  # set by `hold` for the request it lets through with the placeholder kept
+    aborted: list[str] = []
+    all_aborted, never = asyncio.Event(), asyncio.Event()
+
+    async def hold(prompt: str) -> None:
+        nonlocal marked, clean
+        if "](1)" in prompt.rsplit("<|im_start|>user", 1)[-1]:
+            marked += 1
+            if marked == 1:  # the first try: answered at once, its tags lost
+                return
+            if marked == 3:  # the second candidate: answered at once, its tags kept
+                clean = True
+                return
+        try:  # the other candidates and the fallback: held until aborted
+            await never.wait()
+        except asyncio.CancelledError:
+            aborted.append("candidate" if "](1)" in prompt.rsplit("user", 1)[-1] else "plain")
+            if len(aborted) == 4:
+                all_aborted.set()
+            raise
+
+    def reply(prompt: str, n: int) -> str:
+        nonlocal clean
+        kept, clean = clean, False
+        return "Guten [Morgen](1)." if kept else "Guten Morgen."
+
+    script.hold, script.reply = hold, reply
+    try:
+        # (Bounded: were the held candidates waited for, this would wait for ever.)
+        html = _request("checked", format="html")
+        answer = await asyncio.wait_for(
+            standin_translator.translate(["Good <b>morning</b>."], html), 30
+        )
+        await asyncio.wait_for(all_aborted.wait(), 5)
+    finally:
+        script.hold = None
+    assert answer.texts == ["Guten <b>Morgen</b>."]
+    assert answer.warnings == ()
+    assert (answer.checks.retried, answer.checks.mended) == (1, 1)
+    assert marked == 5  # the first try and the four candidates, all asked for at once
+    assert sorted(aborted) == ["candidate", "candidate", "candidate", "plain"]
 
 
 async def test_standin_markup_twins_only_where_a_segment_has_enough_pairs(

@@ -84,18 +84,20 @@ async def test_every_way_of_decoding_runs_once_greedy_alone_first(test_model: Pa
     # Then every way at once, twice: batches that mix them, as a loaded engine's do, of 16
     # sequences and of 17 (the rest the model's own).
     assert len(engine.warm_up_shapes()) == 4
-    sixteen, seventeen = batches[:13], batches[13:]
+    # (Every shape of one output: the markup retry's candidates go as requests of their
+    # own, `checks.markup_first_clean`.)
+    sixteen, seventeen = batches[:16], batches[16:]
     assert sum(r.n for r in sixteen) == WARM_UP_BATCHES[0] == 16
     assert sum(r.n for r in seventeen) == WARM_UP_BATCHES[1] == 17
     assert llm.events == (
-        ["start", "end"] + ["start"] * 13 + ["end"] * 13 + ["start"] * 14 + ["end"] * 14
+        ["start", "end"] + ["start"] * 16 + ["end"] * 16 + ["start"] * 17 + ["end"] * 17
     )
     together = sixteen[:4]
     # On a CPU (here), where vLLM compiles nothing on first use: one batch of the shapes.
     llm.seen.clear()
     llm.events.clear()
     await engine.warm_up()
-    assert [r.n for r in llm.seen] == [1, 1, 1, 1, 4]
+    assert [r.n for r in llm.seen] == [1, 1, 1, 1, 1]
     assert llm.events == ["start", "end"] + ["start"] * 4 + ["end"] * 4
     retry, markup = checks.retry_sampling, checks.markup_sampling
     assert retry.repetition_penalty is not None
@@ -103,7 +105,7 @@ async def test_every_way_of_decoding_runs_once_greedy_alone_first(test_model: Pa
     assert ways == {
         (0.0, 1.0, 1),  # the model's own ...
         (retry.temperature, retry.repetition_penalty, 1),  # the retry's penalty
-        (markup.temperature, 1.0, 4),  # the markup retry's sampled candidates
+        (markup.temperature, 1.0, 1),  # the markup retry's sampled candidates
     }
     # ... and the model's own again with loop detection (as the retries), where the
     # installed vLLM has it.

@@ -513,7 +513,8 @@ class ModelEngine:
         if checks.enabled and checks.retry:
             shapes.append((checks.retry_sampling, stop, 1, None))
             if checks.markup_candidates > 1:
-                shapes.append((checks.markup_sampling, stop, checks.markup_candidates, None))
+                n = 1 if checks.markup_first_clean else checks.markup_candidates
+                shapes.append((checks.markup_sampling, stop, n, None))
             if checks.markup_guided:
                 shapes.append((checks.retry_sampling, stop, 1, WARM_UP_REGEX))
         if candidates.n > 1:

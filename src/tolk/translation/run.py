@@ -516,8 +516,9 @@ class SegmentRun:
         """The retry after `again`'s problems, without examples (the model may have copied
         them), with firmer instructions if `checks.retry_instruction`: one output with
         `checks.retry_sampling`, or for lost placeholders `markup_candidates` sampled
-        outputs of one engine request (guided to bring its placeholders back if
-        `checks.markup_guided`: tolk.translation.guide)."""
+        outputs (guided to bring its placeholders back if `checks.markup_guided`:
+        tolk.translation.guide): of one engine request, or with `checks.markup_first_clean`
+        as that many requests, until the first without a problem (`_first_clean`)."""
         checks, engine = self._checks, self._engine
         if checks.retry_instruction:
             told = firmer(engine, told, text, self._source, self._target, again)
@@ -529,10 +530,46 @@ class SegmentRun:
             if checks.markup_guided:
                 regex = placeholder_regex(text, engine.settings.placeholders)
         size = self._flow.progress.segments
+        if n > 1 and checks.markup_first_clean:
+            requests = [
+                engine.generate_n(ids, job.max_tokens, sampling, stop, 1, regex, segments=size)
+                for ids in [job.prompt_ids] * n
+            ]
+            return await self._first_clean(requests, text, job)
         request = engine.generate_n(
             job.prompt_ids, job.max_tokens, sampling, stop, n, regex, segments=size
         )
         return await self._submitted([request], text, job)
+
+    async def _first_clean(
+        self, requests: Sequence[Awaitable[list[Generation]]], text: str, job: EngineJob
+    ) -> list[Attempt]:
+        """Sampled candidates of one prompt, each its own engine request, judged as each
+        comes back: the first without a problem ends the wait and the others are aborted in
+        the engine (their tokens so far spent, not in the request's usage); where none is
+        clean, all of them. The prompt's tokens are counted once, as for vLLM's `n`.
+
+        Not one request with `n` streamed: vLLM would then hand this event loop an output
+        for every candidate at every engine step, where separate requests asking for their
+        final output only come back once each (and vLLM's `n` is separate requests inside
+        the engine all the same: its parallel sampling fans a request out)."""
+        tasks = [asyncio.ensure_future(r) for r in requests]
+        for task in tasks:  # an error of a candidate no longer waited for is its alone
+            task.add_done_callback(lambda t: t.cancelled() or t.exception())
+        judged: list[Attempt] = []
+        with self._flow.progress.flying():
+            try:
+                for next_back in asyncio.as_completed(tasks):
+                    (generation,) = await next_back
+                    if judged:
+                        generation = dataclasses.replace(generation, prompt_tokens=0)
+                    judged.append(self.judge(text, generation, job))
+                    if not judged[-1].verdict.problems:
+                        break
+            finally:
+                for task in tasks:
+                    task.cancel()  # aborted in the engine, if still running
+        return judged
 
     async def _submitted(
         self, requests: Sequence[Awaitable[list[Generation]]], text: str, job: EngineJob
