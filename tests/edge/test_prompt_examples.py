@@ -18,7 +18,6 @@ import pytest
 from tests.support.metrics import metric_samples
 from tests.support.prompt_examples import SOURCE, TRANSLATION, scripted_server, translated
 from tests.support.servers import InProcessServer
-from tolk.config import CheckSettings
 from tolk.languages import lang
 from tolk.testing.fake_engine import FakeCompletion, FakeLLM, FakeOutput
 from tolk.translation.examples import examples
@@ -146,15 +145,12 @@ def test_a_pair_whose_markup_retries_never_mend_falls_back_at_once(
         assert answer["translation"] == TRANSLATION, answer  # the plain text's translation
         assert [w["code"] for w in answer["warnings"]] == ["markup_dropped"], answer
 
-    # The markup retry: its candidates, one engine request each (`markup_first_clean`),
-    # all waited for (none brings the placeholders back).
-    candidates = CheckSettings().markup_candidates
     for _ in range(MIN_SEEN):  # the first try, its markup retry, the plain text
         translate()
-    assert llm.requests == (2 + candidates) * MIN_SEEN
-    for _ in range(2 * PROBE_EVERY):  # the first try and the plain text; the retry's probe
+    assert llm.requests == 3 * MIN_SEEN
+    for _ in range(2 * PROBE_EVERY):  # the first try and the plain text; three per probe
         translate()
-    assert llm.requests == (2 + candidates) * MIN_SEEN + 2 * (2 * PROBE_EVERY) + 2 * candidates
+    assert llm.requests == 3 * MIN_SEEN + 2 * (2 * PROBE_EVERY) + 2
     metrics = httpx.get(f"{server.url}/metrics", timeout=30).text
     labels = {"model": "dropper", "pair": "en>de", "step": "markup_retry"}
     assert (labels, 1.0) in metric_samples(metrics, "tolk_pair_skipping")
@@ -210,16 +206,16 @@ def test_a_pair_whose_units_never_keep_their_markup_starts_them_without_emphasis
 
 def _unwritten(
     test_model: Path, checks: dict[str, Any]
-) -> Iterator[tuple[InProcessServer, FakeLLM, list[tuple[int, bool]]]]:
+) -> Iterator[tuple[InProcessServer, FakeLLM, list[int]]]:
     """A stand-in model that does not write the target language: a plain text's usual first
     try echoes the source and its retry (told which language to answer in) translates, so
     the pair's first tries go as retries once learnt; a segment with placeholders loses
-    them, however asked. `checks`: the model's, beside `enabled`. `asked`: of each engine
-    request, its outputs, sampled or not (the markup retry's candidates are sampled)."""
-    asked: list[tuple[int, bool]] = []
+    them, however asked. `checks`: the model's, beside `enabled`. `asked`: the `n` of each
+    engine request."""
+    asked: list[int] = []
 
     def reply(prompt: str, sampling_params: Any) -> str:
-        asked.append((sampling_params.n, sampling_params.temperature > 0))
+        asked.append(sampling_params.n)
         text = prompt.rsplit("<|im_start|>user", 1)[-1]
         if "](1)" in text or "Write the translation in German only" in text:
             return TRANSLATION
@@ -259,21 +255,20 @@ def test_a_pair_the_model_does_not_write_skips_the_markup_steps_from_its_first_u
         answer = translated(server, bold, format="markdown")
         assert answer["translation"] == TRANSLATION, answer
         assert [w["code"] for w in answer["warnings"]] == ["markup_dropped"], answer
-        # Its plain text alone, as a retry is asked (greedy, with the retry's penalty).
-        assert (asked == [(1, False)]) is presume, asked
+        assert (asked == [1]) is presume, asked  # its plain text alone, as a retry is asked
         asked.clear()
         link = "Visit the [museum](https://example.com/) today."
         answer = translated(server, link, format="markdown")
         assert "[" + TRANSLATION + "](https://example.com/)" in answer["translation"], answer
-        assert (not any(s for _, s in asked)) is presume, asked  # the markup retry samples
+        assert (max(asked) == 1) is presume, asked  # the markup retry samples several
         # A first try that lost its placeholders and has another problem (here English, off
-        # target) is retried as a markup retry all the same (sampled candidates), so
+        # target) is retried as a markup retry all the same (several sampled outputs), so
         # it is presumed waste too: the unit goes on to its runs.
         asked.clear()
         code = "Run `make` before the museum opens."
         answer = translated(server, code, format="markdown")
         assert "`make`" in answer["translation"], answer
-        assert (not any(s for _, s in asked)) is presume, asked
+        assert (max(asked) == 1) is presume, asked
         metrics = httpx.get(f"{server.url}/metrics", timeout=30).text
         skipping = metric_samples(metrics, "tolk_pair_skipping")
         for step in ("markup_whole", "markup_retry"):
@@ -353,10 +348,7 @@ def _fallback_scripted(
     import asyncio
 
     events: list[str] = []
-    # The candidates as one request with `n` (this test's subject is the fallback beside
-    # the retry; `markup_first_clean`'s is its own).
-    checks = {"enabled": True, "markup_first_clean": False}
-    scripted = scripted_server(test_model, "fallback", lambda prompt, _: TRANSLATION, checks=checks)
+    scripted = scripted_server(test_model, "fallback", lambda prompt, _: TRANSLATION)
     server, llm = next(scripted)
     from transformers import AutoTokenizer
 

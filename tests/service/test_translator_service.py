@@ -80,10 +80,12 @@ class Script:
 
 @pytest.fixture(scope="module")
 def standin_pool(test_model: Path) -> Iterator[tuple[ModelPool, FakeEngines]]:
-    """Four models over stand-in engines: `plain` (output checks off, as the test servers
+    """Five models over stand-in engines: `plain` (output checks off, as the test servers
     have them), `checked` (on), `markup` (on, a sampled candidate beside the greedy first
-    try of a segment with placeholders: `candidates.markup_n`) and `paired` (the same, only
-    for a segment with two paired placeholders or more: `candidates.markup_twin_pairs`)."""
+    try of a segment with placeholders: `candidates.markup_n`), `paired` (the same, only
+    for a segment with two paired placeholders or more: `candidates.markup_twin_pairs`) and
+    `clean` (checks on, the markup retry's first clean candidate kept:
+    `checks.markup_first_clean`)."""
     languages = ["en", "de", "fr"]
     config = build_config(
         server_config(
@@ -103,6 +105,12 @@ def standin_pool(test_model: Path) -> Iterator[tuple[ModelPool, FakeEngines]]:
                     languages=languages,
                     checks={"enabled": True},
                     candidates={"markup_n": 2, "markup_twin_pairs": 2},
+                ),
+                model_config(  # the markup retry's first clean candidate kept
+                    "clean",
+                    test_model,
+                    languages=languages,
+                    checks={"enabled": True, "markup_first_clean": True},
                 ),
             ],
             port=1,
@@ -330,9 +338,9 @@ async def test_standin_markup_gets_a_sampled_candidate_and_keeps_the_one_with_it
     script.reply = lambda prompt, n: "Guten Morgen."
     lost = await standin_translator.translate(["Good <b>morning</b>."], html)
     assert lost.texts == ["Guten Morgen."]
-    # The greedy try and its twin; the markup retry (4 requests of one output, none clean,
-    # so all waited for); the fallback's one (its text has no placeholders left: no twin).
-    assert len(script.prompts) == 7
+    # The greedy try and its twin; the markup retry (one request of 4); the fallback's one
+    # (its text has no placeholders left, so no twin).
+    assert len(script.prompts) == 4
     assert [w.code for w in lost.warnings] == ["markup_dropped"]
     # A twin that fails: the greedy output goes on as it would without one (retried).
     from vllm.v1.engine.exceptions import EngineGenerateError
@@ -360,7 +368,7 @@ async def test_standin_markup_retry_keeps_its_first_clean_candidate(
     requests; the first back without a problem is kept, and the others (held here until
     aborted) are aborted in the engine rather than waited for, as is the unit's fallback
     (its plain text, started beside the retry)."""
-    script = standin_script["checked"]
+    script = standin_script["clean"]
     marked = 0  # engine requests whose prompt has the placeholder: the first try, then candidates
     clean = False  # set by `hold` for the request it lets through with the placeholder kept
     aborted: list[str] = []
@@ -391,7 +399,7 @@ async def test_standin_markup_retry_keeps_its_first_clean_candidate(
     script.hold, script.reply = hold, reply
     try:
         # (Bounded: were the held candidates waited for, this would wait for ever.)
-        html = _request("checked", format="html")
+        html = _request("clean", format="html")
         answer = await asyncio.wait_for(
             standin_translator.translate(["Good <b>morning</b>."], html), 30
         )

@@ -825,9 +825,9 @@ def test_each_variant_switches_one_feature_off_on_every_model() -> None:
     assert model.checks.markup_candidates == 4
     assert off["markup-one-retry"].checks.markup_candidates == 1
     assert off["markup-one-retry"].checks.retry_sampling == model.checks.retry_sampling
-    assert model.checks.markup_first_clean
-    assert not off["markup-wait-all"].checks.markup_first_clean
-    assert off["markup-wait-all"].checks.markup_candidates == 4
+    assert not model.checks.markup_first_clean
+    assert off["markup-first-clean"].checks.markup_first_clean
+    assert off["markup-first-clean"].checks.markup_candidates == 4
     assert off["retry-greedy"].checks.retry_sampling == SamplingSettings()
     assert off["markup-twin"].candidates.markup_n == 2
     assert off["markup-twin-off"].candidates.markup_n == 1

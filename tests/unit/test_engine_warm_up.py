@@ -84,20 +84,18 @@ async def test_every_way_of_decoding_runs_once_greedy_alone_first(test_model: Pa
     # Then every way at once, twice: batches that mix them, as a loaded engine's do, of 16
     # sequences and of 17 (the rest the model's own).
     assert len(engine.warm_up_shapes()) == 4
-    # (Every shape of one output: the markup retry's candidates go as requests of their
-    # own, `checks.markup_first_clean`.)
-    sixteen, seventeen = batches[:16], batches[16:]
+    sixteen, seventeen = batches[:13], batches[13:]
     assert sum(r.n for r in sixteen) == WARM_UP_BATCHES[0] == 16
     assert sum(r.n for r in seventeen) == WARM_UP_BATCHES[1] == 17
     assert llm.events == (
-        ["start", "end"] + ["start"] * 16 + ["end"] * 16 + ["start"] * 17 + ["end"] * 17
+        ["start", "end"] + ["start"] * 13 + ["end"] * 13 + ["start"] * 14 + ["end"] * 14
     )
     together = sixteen[:4]
     # On a CPU (here), where vLLM compiles nothing on first use: one batch of the shapes.
     llm.seen.clear()
     llm.events.clear()
     await engine.warm_up()
-    assert [r.n for r in llm.seen] == [1, 1, 1, 1, 1]
+    assert [r.n for r in llm.seen] == [1, 1, 1, 1, 4]
     assert llm.events == ["start", "end"] + ["start"] * 4 + ["end"] * 4
     retry, markup = checks.retry_sampling, checks.markup_sampling
     assert retry.repetition_penalty is not None
@@ -105,13 +103,31 @@ async def test_every_way_of_decoding_runs_once_greedy_alone_first(test_model: Pa
     assert ways == {
         (0.0, 1.0, 1),  # the model's own ...
         (retry.temperature, retry.repetition_penalty, 1),  # the retry's penalty
-        (markup.temperature, 1.0, 1),  # the markup retry's sampled candidates
+        (markup.temperature, 1.0, 4),  # the markup retry's sampled candidates
     }
     # ... and the model's own again with loop detection (as the retries), where the
     # installed vLLM has it.
     assert sum(r.temperature == 0.0 and r.n == 1 for r in together) == 3
     detects = loop_detection(**LOOP_DETECTION) is not None
     assert sum(r.loops_stopped for r in together) == (3 if detects else 0)
+
+
+def test_first_clean_markup_candidates_warm_up_as_requests_of_one_output(test_model: Path) -> None:
+    """`checks.markup_first_clean`: the markup retry's candidates go as requests of one
+    output each, so that is the shape warmed up, not one request of `markup_candidates`."""
+    settings = ModelSettings.model_validate(
+        model_config("demo", test_model, languages=["en"])
+        | {"checks": {"markup_first_clean": True}}
+    )
+    engine, _ = _engine(settings)
+    markup = settings.checks.markup_sampling
+    shapes = engine.warm_up_shapes()
+    assert [n for sampling, _, n, _ in shapes if sampling == markup] == [1]
+    as_one = settings.model_copy(
+        update={"checks": settings.checks.model_copy(update={"markup_first_clean": False})}
+    )
+    engine, _ = _engine(as_one)
+    assert [n for sampling, _, n, _ in engine.warm_up_shapes() if sampling == markup] == [4]
 
 
 async def test_without_checks_only_the_models_own_and_its_candidates(test_model: Path) -> None:

@@ -111,9 +111,10 @@ VARIANTS: dict[str, Variant] = {
     "markup-untold": _model({"placeholders_told": False}),
     # A markup unit whose placeholders did not come back retried once, not as 4 candidates.
     "markup-one-retry": _checks({"markup_candidates": 1}),
-    # The markup retry's candidates as one engine request with `n`, all waited for (rather
-    # than the first to come back without a problem: checks.markup_first_clean).
-    "markup-wait-all": _checks({"markup_first_clean": False}),
+    # The markup retry's candidates each an engine request of its own, the first back
+    # without a problem kept and the others aborted (checks.markup_first_clean), rather
+    # than one request with `n`, all waited for.
+    "markup-first-clean": _checks({"markup_first_clean": True}),
     # Retries greedy, without the repetition penalty: while any sequence of a batch has a
     # penalty, vLLM (0.26 on the GPU, async scheduling) waits each step for the previous
     # step's tokens to reach the CPU and pads every sequence's output tokens into a tensor.
