@@ -183,8 +183,9 @@ class CheckSettings(_Strict):
         "(one request with `n`). Off by default: on one H100 with the 0.5B Qwen (11 rounds "
         "each, docs/benchmarks.md section 34) de/fr/es markup units were no faster against "
         "vLLM's server beside them (HTML p50 1.83x against 1.75x, markdown 1.58x against "
-        "1.56x) and the engine made as many tokens: half the units retried bring no "
-        "candidate back clean, and those that do are not much shorter than the rest.",
+        "1.56x) and the engine made as many tokens: a third of the units retried get no "
+        "candidate back with their markup (then all are waited for either way), and a clean "
+        "one is seldom much shorter than the rest.",
     )
     markup_guided: bool = Field(
         False,
