@@ -74,3 +74,28 @@ async def test_a_full_group_goes_at_once_and_the_next_arrival_starts_another() -
     assert not later.done()
     later.cancel()
     await asyncio.gather(later, return_exceptions=True)
+
+
+async def test_a_request_cancelled_while_it_waits_no_longer_counts_toward_a_full_group() -> None:
+    """`most`: a group goes once it holds that many requests still waiting; one cancelled
+    leaves it (a group of 3 with one gone waits for a fourth arrival), and a group all of
+    whose requests went is never released."""
+    gather = Gather(60.0, 0, most=3)  # an interval no test waits out
+    first = [asyncio.create_task(gather.wait(1)) for _ in range(2)]
+    await asyncio.sleep(0)
+    first[0].cancel()
+    await asyncio.gather(first[0], return_exceptions=True)
+    third = asyncio.create_task(gather.wait(1))
+    await asyncio.sleep(0)
+    assert not third.done()  # two waiting: not full
+    assert not first[1].done()
+    await gather.wait(1)  # the third still waiting fills it
+    await asyncio.gather(first[1], third)
+    assert (gather.groups, gather.gathered) == (1, 4)
+    # All of a group gone: no release, and its timer stopped.
+    alone = asyncio.create_task(gather.wait(1))
+    await asyncio.sleep(0)
+    alone.cancel()
+    await asyncio.gather(alone, return_exceptions=True)
+    assert gather.groups == 1
+    assert gather._timer is None

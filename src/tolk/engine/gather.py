@@ -19,7 +19,9 @@ make a large step already; waiting out the interval only delayed them (on one H2
 units of such a pass, which arrive after the markdown ones, waited about 50 ms more before
 vLLM saw them: docs/benchmarks.md section 32). Steady traffic, a few new requests a step,
 rarely fills one. One cancelled while it waits (its client gone, its deadline passed) leaves
-the group without it. Used on the event loop's thread only; constant work per request.
+the group without it: it no longer counts toward `gather_most`, and a group all of whose
+requests went is not released. Used on the event loop's thread only; constant work per
+request.
 """
 
 from __future__ import annotations
@@ -36,7 +38,9 @@ class Gather:
         self.interval = interval
         self.above = above
         self.most = most
-        self._waiting: list[tuple[asyncio.Future[None], float]] = []  # and when it came
+        # Each waiting request's future and when it came (a dict: one cancelled leaves in
+        # constant time, and the rest keep their order)
+        self._waiting: dict[asyncio.Future[None], float] = {}
         self._timer: asyncio.TimerHandle | None = None
         self.gathered = 0  # requests that waited for their group, since the start
         self.groups = 0  # groups released
@@ -49,22 +53,36 @@ class Gather:
             return
         loop = asyncio.get_running_loop()
         future: asyncio.Future[None] = loop.create_future()
-        self._waiting.append((future, loop.time()))
+        self._waiting[future] = loop.time()
         self.gathered += 1
         if self.most and len(self._waiting) >= self.most:
             self._release()  # full: it goes now (this request's future is done already)
         elif self._timer is None:
             self._timer = loop.call_later(self.interval, self._release)
-        await future
+        try:
+            await future
+        except asyncio.CancelledError:
+            self._leave(future)
+            raise
+
+    def _leave(self, future: asyncio.Future[None]) -> None:
+        """A request cancelled while it waited: out of its group, and the group's timer
+        stopped if it was the last in it."""
+        if future not in self._waiting:  # released already (with its group)
+            return
+        del self._waiting[future]
+        if not self._waiting and self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
 
     def _release(self) -> None:
         if self._timer is not None:
             self._timer.cancel()  # a full group goes before its time
         self._timer = None
-        waiting, self._waiting = self._waiting, []
+        waiting, self._waiting = self._waiting, {}
         self.groups += 1
         now = asyncio.get_running_loop().time()
-        for future, came in waiting:
-            if not future.done():  # cancelled while it waited
+        for future, came in waiting.items():
+            if not future.done():  # (cancelled, its task not yet run to leave the group)
                 future.set_result(None)
                 self.waited += now - came
