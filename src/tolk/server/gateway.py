@@ -247,6 +247,8 @@ class Gateway:
         results = await self._admitted(request, caller, characters, work)
         for (texts, _), result in zip(groups, results, strict=True):
             self._record(request, result, len(texts))
+        if results:  # side by side: the request's engine time is the longer's, not the last's
+            request.state.engine_seconds = max(r.engine_seconds for r in results)
         return results
 
     @overload

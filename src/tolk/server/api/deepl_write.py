@@ -24,6 +24,7 @@ from tolk.server.gateway import DeepLCallerDep, Gateway, GatewayDep
 from tolk.server.params import ParamsDep, openapi_body
 from tolk.translation.prompts import Instructions
 from tolk.translation.request import TranslationRequest
+from tolk.translation.results import merge
 from tolk.wire import codes
 
 router = APIRouter(prefix="/v2/write", tags=["DeepL API v2"])
@@ -101,6 +102,8 @@ async def _rewrite(
                 "target_language": result.target.tag,
             }
     answer = JSONResponse({"improvements": improvements})
-    for result in done:
-        answer.headers.update(gateway.headers(result))
+    # The headers of all groups together: their warnings at their texts' places in the
+    # request, the engine time of the longer (they ran side by side).
+    together = merge(done, list(groups.values()), ())
+    answer.headers.update(gateway.headers(together))
     return answer
