@@ -376,7 +376,8 @@ async def test_standin_markup_retry_keeps_its_first_clean_candidate(
 
     async def hold(prompt: str) -> None:
         nonlocal marked, clean
-        if "](1)" in prompt.rsplit("<|im_start|>user", 1)[-1]:
+        placeholder = "](1)" in prompt.rsplit("<|im_start|>user", 1)[-1]
+        if placeholder:
             marked += 1
             if marked == 1:  # the first try: answered at once, its tags lost
                 return
@@ -386,7 +387,7 @@ async def test_standin_markup_retry_keeps_its_first_clean_candidate(
         try:  # the other candidates and the fallback: held until aborted
             await never.wait()
         except asyncio.CancelledError:
-            aborted.append("candidate" if "](1)" in prompt.rsplit("user", 1)[-1] else "plain")
+            aborted.append("candidate" if placeholder else "plain")
             if len(aborted) == 4:
                 all_aborted.set()
             raise
