@@ -414,6 +414,42 @@ async def test_standin_markup_retry_keeps_its_first_clean_candidate(
     assert sorted(aborted) == ["candidate", "candidate", "candidate", "plain"]
 
 
+async def test_standin_a_burst_of_markup_requests_sends_one_in_ten_whole(
+    standin_translator: Translator, standin_script: dict[str, Script]
+) -> None:
+    """A pair whose units with emphasis start without it (`checks.markup_skip_limit`) still
+    sends one request with such units in 10 whole (the probes, tolk.translation.watch),
+    also when 20 arrive at once: each takes its turn as it decides, not once its plan is made
+    (they wait side by side for the preparation, and would all see the same turn: all whole
+    or none). A plain request among them takes no probe's turn."""
+    from tolk.translation.watch import MIN_SEEN
+
+    script = standin_script["checked"]
+    for _ in range(MIN_SEEN):  # its units sent whole never kept their emphasis
+        standin_translator.markup_whole.record("checked", "en", "de", True, 0.8)
+    whole = 0
+
+    def reply(prompt: str, n: int) -> str:
+        nonlocal whole
+        if "](1)" in prompt.rsplit("<|im_start|>user", 1)[-1]:
+            whole += 1
+            return "Das [Museum](1) öffnet um neun."
+        return "Das Museum öffnet um neun."
+
+    script.reply = reply
+    bold = _request("checked", format="markdown")
+    texts = [["The **museum** opens at nine."]] * 9 + [[SOURCE]] + [["The **museum** opens."]] * 11
+    answers = await asyncio.gather(
+        *(
+            standin_translator.translate(t, bold if "**" in t[0] else _request("checked"))
+            for t in texts
+        )
+    )
+    assert whole == 2  # the 10th and the 20th of the 20 with emphasis
+    assert sum(a.texts[0].count("**") == 2 for a in answers) == 2  # the probes kept it
+    assert sum(any(w.code == "markup_dropped" for w in a.warnings) for a in answers) == 18
+
+
 async def test_standin_markup_twins_only_where_a_segment_has_enough_pairs(
     standin_translator: Translator, standin_script: dict[str, Script]
 ) -> None:

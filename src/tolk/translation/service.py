@@ -232,6 +232,7 @@ class Translator:
                 dataclasses.replace(request, source_lang=source),
                 on_segment=on_segment,
                 inline=inline,
+                plain=fmt == "text",
             )
 
         if not is_auto(request.source_lang):
@@ -255,18 +256,19 @@ class Translator:
         on_segment: OnSegment | None = None,
         sample: str = "",
         inline: bool = False,
+        plain: bool = False,
     ) -> Translation:
         """The one path every request takes (texts, markup, files): `documents(cut)` makes
         the documents once the model (and so its tokenizer) is known. Without a source
         language, it is detected from `sample` (a file's text). `inline`: the documents are
         parsed, planned and rendered on the event loop, not in the preparation pool
-        (`_inline`)."""
+        (`_inline`). `plain`: the documents are plain text (no unit has emphasis)."""
         # One deadline from here, the preparation included; the allowance per round of
         # segments is added once the segments are known. The HTTP request's clock, if any
         # (tolk.engine.timing), marks when its segments were done and put back.
         clock = CLOCK.get()
         async with deadline_of(request.deadline) as deadline:
-            routed, detections, plan = await self._routed(documents, request, sample, inline)
+            routed, detections, plan = await self._routed(documents, request, sample, inline, plain)
             done, engine_seconds = await self._passes(
                 routed, plan, request, deadline, on_segment, inline
             )
@@ -283,6 +285,7 @@ class Translator:
         request: TranslationRequest,
         sample: str,
         inline: bool,
+        plain: bool,
     ) -> tuple[Routed, tuple[Detection, ...], DocumentPlan]:
         """The request's source language (detected from `sample` if it names none), its
         engine, its glossary and instructions, and its documents' plan."""
@@ -300,27 +303,38 @@ class Translator:
             await asyncio.to_thread(self._check_memory, request.translation_memory, source)
         told = instructions_for(engine, target, request.instructions)
         cut = self._splitter(engine, request.split, source)
-        # (Decided here, on the loop, whose the watches are: the plan is made off it.)
+        # (Decided here, on the loop, whose the watches are: the plan is made off it.) The
+        # turn is taken now, not once the plan shows units with emphasis: requests of a burst
+        # wait side by side for their plans, and each must see the turns of those before it
+        # (else all go whole, or none, where one in 10 should); given back without such units.
+        # Plain text takes none: holding one while its plan is made would move the probes.
         presumed = self._skips_whole_unmeasured(engine, source, target)
-        whole = self.markup_whole.next_does(engine.name, source.tag, target.tag, presumed)
+        pair = (engine.name, source.tag, target.tag)
+        whole = self.markup_whole.next_does(*pair, presumed)
+        taken = not plain and self.markup_whole.turn(*pair, presumed)
         split = engine.settings.checks.markup_split_unwritten and not self.writes(
             engine, source, target
         )
-        plan, resolved = await self._prepared(
-            inline,
-            self._plan,
-            documents,
-            cut,
-            request.glossary,
-            source,
-            target,
-            engine,
-            whole,
-            split,
-        )
-        if plan.emphasised:
+        try:
+            plan, resolved = await self._prepared(
+                inline,
+                self._plan,
+                documents,
+                cut,
+                request.glossary,
+                source,
+                target,
+                engine,
+                whole,
+                split,
+            )
+        except BaseException:
+            if taken:  # (refused, or cancelled while it waited: it had no turn)
+                self.markup_whole.give_back(*pair)
+            raise
+        if taken and not plan.emphasised:
             # A probe's turn is a request the decision applied to (not a plain text's).
-            self.markup_whole.turn(engine.name, source.tag, target.tag, presumed)
+            self.markup_whole.give_back(*pair)
         return Routed(engine, source, target, resolved, told), detections, plan
 
     async def _passes(

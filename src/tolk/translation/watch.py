@@ -107,22 +107,23 @@ class PairWatch:
 
     def next_does(self, model: str, source: str, target: str, presumed: bool = False) -> bool:
         """Whether the next `do` would do the step, without taking its turn: for a step
-        decided before it is known to apply (`turn` takes the turn once it does)."""
+        decided before it is known to apply (`turn` takes the turn, `give_back` returns it
+        where the step turned out not to apply)."""
         pair = self._pairs.get((model, source, target))
         if not _skips(pair, presumed):
             return True
         turns = pair.turns if pair is not None else 0
         return (turns + 1) % PROBE_EVERY == 0
 
-    def turn(self, model: str, source: str, target: str, presumed: bool = False) -> None:
-        """The turn `next_does` looked at, taken (counted while the pair skips), and what the
-        caller presumes kept for `states` (the metrics)."""
+    def turn(self, model: str, source: str, target: str, presumed: bool = False) -> bool:
+        """The turn `next_does` looked at, taken (counted while the pair skips: then true),
+        and what the caller presumes kept for `states` (the metrics)."""
         key = (model, source, target)
         pair = self._pairs.get(key)
         skips = _skips(pair, presumed)
         if pair is None:
             if not skips:
-                return
+                return False
             pair = self._pairs[key] = _Pair()
         if presumed != pair.presumed and len(pair.wasted) < MIN_SEEN:
             log.info(
@@ -135,6 +136,15 @@ class PairWatch:
         pair.presumed = presumed
         if skips:
             pair.turns += 1
+        return skips
+
+    def give_back(self, model: str, source: str, target: str) -> None:
+        """A turn `turn` counted, returned: the step turned out not to apply to what it was
+        taken for (taken before that was known, so that callers deciding side by side each
+        see the turns of those before them)."""
+        pair = self._pairs.get((model, source, target))
+        if pair is not None and pair.turns > 0:
+            pair.turns -= 1
 
     def record(self, model: str, source: str, target: str, wasted: bool, limit: float) -> None:
         """One outcome of the step: whether it was waste. Past `limit` (a share of the
