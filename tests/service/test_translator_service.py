@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -33,7 +33,7 @@ from tolk.store.segment_cache import SegmentMemory
 from tolk.testing.fake_engine import FakeCompletion, FakeEngines, FakeLLM, FakeOutput
 from tolk.translation.policy import Limits
 from tolk.translation.request import GlossaryRequest, MemoryRequest, TranslationRequest
-from tolk.translation.results import SegmentDone
+from tolk.translation.results import SegmentDone, Translation
 from tolk.translation.service import Translator
 
 SOURCE = "The museum opens at nine in the morning and closes at six in the evening."
@@ -157,6 +157,24 @@ def _request(model: str = "plain", **fields: Any) -> TranslationRequest:
     return TranslationRequest(
         target_lang="de", deadline=60, source_lang="en", model=model, **fields
     )
+
+
+async def _holding(
+    script: Script,
+    hold: Callable[[str], Any],
+    translating: Awaitable[Translation],
+    aborted: asyncio.Event,
+) -> Translation:
+    """`translating` with `hold` before each of the stand-in's answers, bounded (a request
+    waiting for what `hold` keeps would wait for ever), then `aborted` awaited: what `hold`
+    keeps is let go only by its abort."""
+    script.hold = hold
+    try:
+        answer = await asyncio.wait_for(translating, 30)
+        await asyncio.wait_for(aborted.wait(), 5)
+    finally:
+        script.hold = None
+    return answer
 
 
 def _engine(pool: tuple[ModelPool, FakeEngines], name: str) -> ModelEngine:
@@ -309,15 +327,9 @@ async def test_standin_markup_gets_a_sampled_candidate_and_keeps_the_one_with_it
             aborted.set()
             raise
 
-    script.hold = hold
-    try:
-        # (Bounded: were the twin waited for, this would wait for ever.)
-        hedged = await asyncio.wait_for(
-            standin_translator.translate(["Good <b>morning</b>."], html), 30
-        )
-        await asyncio.wait_for(aborted.wait(), 5)
-    finally:
-        script.hold = None
+    # (Were the twin waited for, this would wait for ever.)
+    translating = standin_translator.translate(["Good <b>morning</b>."], html)
+    hedged = await _holding(script, hold, translating, aborted)
     assert hedged.texts == ["Guten <b>Morgen</b>."]
     assert len(script.prompts) == 2
     # No twin for a pair whose plain first tries are mostly replaced by their retries'
@@ -397,16 +409,12 @@ async def test_standin_markup_retry_keeps_its_first_clean_candidate(
         kept, clean = clean, False
         return "Guten [Morgen](1)." if kept else "Guten Morgen."
 
-    script.hold, script.reply = hold, reply
-    try:
-        # (Bounded: were the held candidates waited for, this would wait for ever.)
-        html = _request("clean", format="html")
-        answer = await asyncio.wait_for(
-            standin_translator.translate(["Good <b>morning</b>."], html), 30
-        )
-        await asyncio.wait_for(all_aborted.wait(), 5)
-    finally:
-        script.hold = None
+    script.reply = reply
+    # (Were the held candidates waited for, this would wait for ever.)
+    translating = standin_translator.translate(
+        ["Good <b>morning</b>."], _request("clean", format="html")
+    )
+    answer = await _holding(script, hold, translating, all_aborted)
     assert answer.texts == ["Guten <b>Morgen</b>."]
     assert answer.warnings == ()
     assert (answer.checks.retried, answer.checks.mended) == (1, 1)

@@ -70,6 +70,15 @@ async def _as_coroutine(awaitable: Awaitable[T]) -> T:
     return await awaitable
 
 
+def _detached(awaitable: Awaitable[T]) -> asyncio.Future[T]:
+    """`awaitable` running on its own, perhaps no longer waited for (a sampled candidate
+    once another was good enough): its error, if any, is its alone, retrieved rather than
+    logged as never retrieved."""
+    task = asyncio.ensure_future(awaitable)
+    task.add_done_callback(lambda done: done.cancelled() or done.exception())
+    return task
+
+
 @dataclass
 class Progress:
     """Where a request stands, for its progress reports (SegmentDone)."""
@@ -553,9 +562,7 @@ class SegmentRun:
         for every candidate at every engine step, where separate requests asking for their
         final output only come back once each (and vLLM's `n` is separate requests inside
         the engine all the same: its parallel sampling fans a request out)."""
-        tasks = [asyncio.ensure_future(r) for r in requests]
-        for task in tasks:  # an error of a candidate no longer waited for is its alone
-            task.add_done_callback(lambda t: t.cancelled() or t.exception())
+        tasks = [_detached(r) for r in requests]
         judged: list[Attempt] = []
         with self._flow.progress.flying():
             try:
@@ -600,9 +607,7 @@ class SegmentRun:
         candidates (on one H200 at 120 markup units at once, waiting for both kept such
         units at 1.0-1.3 s, about twice vLLM's server: docs/benchmarks.md section 29). The
         tokens of aborted candidates are not in the request's usage."""
-        others = asyncio.ensure_future(sampled)
-        # An error of candidates no longer waited for is theirs alone: retrieved, not logged.
-        others.add_done_callback(lambda task: task.cancelled() or task.exception())
+        others = _detached(sampled)
         with self._flow.progress.flying():
             try:
                 first = [self.judge(text, g, job) for g in await greedy]

@@ -307,11 +307,11 @@ class Translator:
         # turn is taken now, not once the plan shows units with emphasis: requests of a burst
         # wait side by side for their plans, and each must see the turns of those before it
         # (else all go whole, or none, where one in 10 should); given back without such units.
-        # Plain text takes none: holding one while its plan is made would move the probes.
+        # Plain text has none (so goes whole) and takes no turn: holding one while its plan
+        # is made would move the probes.
         presumed = self._skips_whole_unmeasured(engine, source, target)
         pair = (engine.name, source.tag, target.tag)
-        whole = self.markup_whole.next_does(*pair, presumed)
-        taken = not plain and self.markup_whole.turn(*pair, presumed)
+        whole, taken = (True, False) if plain else self.markup_whole.take(*pair, presumed)
         split = engine.settings.checks.markup_split_unwritten and not self.writes(
             engine, source, target
         )

@@ -101,14 +101,20 @@ class PairWatch:
     def do(self, model: str, source: str, target: str, presumed: bool = False) -> bool:
         """Whether this time does the step: unless the pair is past its limit (or, before
         its own outcomes decide, `presumed` waste), save the probes."""
+        return self.take(model, source, target, presumed)[0]
+
+    def take(
+        self, model: str, source: str, target: str, presumed: bool = False
+    ) -> tuple[bool, bool]:
+        """`do`'s decision, and whether its turn was counted (the pair skips): for a step
+        decided before it is known to apply, whose turn `give_back` returns where it did not
+        (taken at once, so that callers deciding side by side each see the turns of those
+        before them)."""
         does = self.next_does(model, source, target, presumed)
-        self.turn(model, source, target, presumed)
-        return does
+        return does, self.turn(model, source, target, presumed)
 
     def next_does(self, model: str, source: str, target: str, presumed: bool = False) -> bool:
-        """Whether the next `do` would do the step, without taking its turn: for a step
-        decided before it is known to apply (`turn` takes the turn, `give_back` returns it
-        where the step turned out not to apply)."""
+        """Whether the next `do` would do the step, without taking its turn."""
         pair = self._pairs.get((model, source, target))
         if not _skips(pair, presumed):
             return True
@@ -139,9 +145,7 @@ class PairWatch:
         return skips
 
     def give_back(self, model: str, source: str, target: str) -> None:
-        """A turn `turn` counted, returned: the step turned out not to apply to what it was
-        taken for (taken before that was known, so that callers deciding side by side each
-        see the turns of those before them)."""
+        """A turn `take` counted, returned: the step turned out not to apply."""
         pair = self._pairs.get((model, source, target))
         if pair is not None and pair.turns > 0:
             pair.turns -= 1
